@@ -1,0 +1,240 @@
+// Package ingest is the commit point (DESIGN §1): what the gateway writes
+// to Redis, in one atomic single-slot script, before it answers 2xx.
+//
+// A GitHub delivery is committed as its raw body (compressed), its dedup
+// markers and an ingest record; normalizing it, the PR tracker and the
+// journal appends are derivations that package workers/derive runs, and
+// re-runs after a crash from the ingest record. An agent's events are
+// their own raw input: the commit journals them directly, idempotent on
+// (source, id), and applies them to the pushing session's registry record
+// in the same script.
+package ingest
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/binary"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"hash/fnv"
+	"time"
+
+	"github.com/klauspost/compress/zstd"
+	"github.com/redis/go-redis/v9"
+
+	"github.com/wakegate/wakegate/delivery/journal"
+)
+
+// Store commits inputs.
+type Store struct {
+	rdb redis.UniversalClient
+	j   *journal.Journal
+}
+
+// New returns a store committing into the journal j's Redis layout.
+func New(rdb redis.UniversalClient, j *journal.Journal) *Store {
+	return &Store{rdb: rdb, j: j}
+}
+
+// Shards is the number of ingest shards (the same as journal shards).
+func (s *Store) Shards() int { return s.j.Config().Shards }
+
+// Tag is the hash tag of an ingest shard.
+func (s *Store) Tag(shard int) string {
+	return fmt.Sprintf("%s:{in%d}", s.j.Config().Prefix, shard)
+}
+
+// StreamKey is the stream of ingest records of a shard.
+func (s *Store) StreamKey(shard int) string { return s.Tag(shard) + ":ingest" }
+
+func (s *Store) shardOf(repo string) int {
+	h := fnv.New32a()
+	h.Write([]byte(repo))
+	return int(h.Sum32() % uint32(s.Shards()))
+}
+
+// Delivery is a verified GitHub webhook delivery.
+type Delivery struct {
+	GUID        string
+	Event       string // X-GitHub-Event
+	Hook        string // App id (installation target id) or hook id: the dedup scope
+	ContentType string // media type the body was sent with
+	Repo        string // "org/repo", "" if the payload names none
+	Workspace   string // "" when the repository maps to none
+	Ignored     string // why nothing will be journaled; "" = derive it
+	Body        []byte // the raw body exactly as signed
+	Received    time.Time
+	Replay      bool // an operator's redelivery: passes dedup, marked in the journal
+}
+
+// Outcome of a commit.
+type Outcome int
+
+// Outcomes of CommitDelivery.
+const (
+	Committed     Outcome = iota
+	DuplicateGUID         // (hook, guid) already committed
+	DuplicateBody         // the same body for the same repository, under a fresh guid
+)
+
+// commitDeliveryScript is the GitHub commit point.
+//
+// KEYS[1] dedup marker "<in>:dd:<hook>:<guid>"
+// KEYS[2] body marker  "<in>:bh:<sha256(repo, body)>"
+// KEYS[3] raw delivery "<in>:raw:<guid>:<hook>"
+// KEYS[4] ingest stream "<in>:ingest"
+// ARGV[1] ttl seconds, ARGV[2] raw record, ARGV[3] "1" to pass dedup (replay),
+// ARGV[4] guid, ARGV[5] hook, ARGV[6] "1" to write an ingest record,
+// ARGV[7] ingest stream maxlen
+// Returns {0, ingest id or ""} committed, {1, ""} duplicate guid,
+// {2, first guid} duplicate body.
+var commitDeliveryScript = redis.NewScript(`
+local ttl = tonumber(ARGV[1])
+if ARGV[3] ~= '1' then
+  if redis.call('EXISTS', KEYS[1]) == 1 then return {1, ''} end
+  local first = redis.call('GET', KEYS[2])
+  if first then return {2, first} end
+end
+-- data first, markers after: within one script it is atomic either way,
+-- but this is the order that stays safe if the script is ever split.
+if redis.call('EXISTS', KEYS[3]) == 0 then
+  redis.call('SET', KEYS[3], ARGV[2], 'EX', ttl)
+end
+local id = ''
+if ARGV[6] == '1' then
+  id = redis.call('XADD', KEYS[4], 'MAXLEN', '~', ARGV[7], '*', 'g', ARGV[4], 'h', ARGV[5], 'r', ARGV[3])
+end
+redis.call('SET', KEYS[1], '1', 'EX', ttl)
+redis.call('SET', KEYS[2], ARGV[4], 'EX', ttl, 'NX')
+return {0, id}
+`)
+
+// CommitDelivery commits a verified delivery. Only Committed means this
+// call wrote it; the duplicates wrote nothing.
+func (s *Store) CommitDelivery(ctx context.Context, d *Delivery) (Outcome, error) {
+	rec, err := encodeRaw(d)
+	if err != nil {
+		return 0, err
+	}
+	shard := s.shardOf(d.Repo)
+	tag := s.Tag(shard)
+	sum := sha256.Sum256(append([]byte(d.Repo+"\x00"), d.Body...))
+	keys := []string{
+		tag + ":dd:" + d.Hook + ":" + d.GUID,
+		tag + ":bh:" + hex.EncodeToString(sum[:]),
+		rawKey(tag, d.GUID, d.Hook),
+		s.StreamKey(shard),
+	}
+	cfg := s.j.Config()
+	derive := "0"
+	if d.Ignored == "" {
+		derive = "1"
+	}
+	replay := "0"
+	if d.Replay {
+		replay = "1"
+	}
+	res, err := commitDeliveryScript.Run(ctx, s.rdb, keys,
+		int64(cfg.Retention/time.Second), rec, replay, d.GUID, d.Hook, derive, maxLen(cfg)).Slice()
+	if err != nil {
+		return 0, fmt.Errorf("commit delivery %s: %w", d.GUID, err)
+	}
+	code, _ := res[0].(int64)
+	return Outcome(code), nil
+}
+
+func maxLen(cfg journal.Config) int64 {
+	n := cfg.MaxLen / int64(cfg.Shards)
+	if n < 1000 {
+		n = 1000
+	}
+	return n
+}
+
+func rawKey(tag, guid, hook string) string { return tag + ":raw:" + guid + ":" + hook }
+
+// Record is an ingest record: a committed delivery waiting to be derived.
+type Record struct {
+	Shard  int
+	ID     string // stream id
+	GUID   string
+	Hook   string
+	Replay bool
+}
+
+// ParseRecord reads an ingest stream entry of shard.
+func ParseRecord(shard int, m redis.XMessage) Record {
+	g, _ := m.Values["g"].(string)
+	h, _ := m.Values["h"].(string)
+	r, _ := m.Values["r"].(string)
+	return Record{Shard: shard, ID: m.ID, GUID: g, Hook: h, Replay: r == "1"}
+}
+
+// ErrNotFound is returned for a raw delivery that is not (or no longer) kept.
+var ErrNotFound = errors.New("not found")
+
+// Raw returns the committed delivery of an ingest record.
+func (s *Store) Raw(ctx context.Context, rec Record) (*Delivery, error) {
+	v, err := s.rdb.Get(ctx, rawKey(s.Tag(rec.Shard), rec.GUID, rec.Hook)).Bytes()
+	if errors.Is(err, redis.Nil) {
+		return nil, fmt.Errorf("raw delivery %s: %w", rec.GUID, ErrNotFound)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("raw delivery %s: %w", rec.GUID, err)
+	}
+	d, err := decodeRaw(v)
+	if err != nil {
+		return nil, fmt.Errorf("raw delivery %s: %w", rec.GUID, err)
+	}
+	d.Replay = rec.Replay
+	return d, nil
+}
+
+// rawMeta is what a raw record keeps beside the compressed body.
+type rawMeta struct {
+	GUID        string `json:"g"`
+	Event       string `json:"e"`
+	Hook        string `json:"h"`
+	ContentType string `json:"c,omitempty"`
+	Repo        string `json:"r,omitempty"`
+	Workspace   string `json:"w,omitempty"`
+	Ignored     string `json:"i,omitempty"`
+	Received    int64  `json:"t"`
+}
+
+var (
+	zenc, _ = zstd.NewWriter(nil, zstd.WithEncoderLevel(zstd.SpeedDefault), zstd.WithEncoderConcurrency(1))
+	zdec, _ = zstd.NewReader(nil, zstd.WithDecoderConcurrency(0), zstd.WithDecoderMaxMemory(64<<20))
+)
+
+// encodeRaw renders a delivery as uvarint(len(meta)) · meta JSON · zstd(body).
+func encodeRaw(d *Delivery) ([]byte, error) {
+	meta, err := json.Marshal(rawMeta{d.GUID, d.Event, d.Hook, d.ContentType, d.Repo, d.Workspace, d.Ignored, d.Received.UnixMilli()})
+	if err != nil {
+		return nil, fmt.Errorf("encode delivery %s: %w", d.GUID, err)
+	}
+	out := binary.AppendUvarint(make([]byte, 0, len(meta)+len(d.Body)/8+16), uint64(len(meta)))
+	out = append(out, meta...)
+	return zenc.EncodeAll(d.Body, out), nil
+}
+
+func decodeRaw(v []byte) (*Delivery, error) {
+	n, k := binary.Uvarint(v)
+	if k <= 0 || uint64(len(v)-k) < n {
+		return nil, errors.New("corrupt raw record")
+	}
+	var m rawMeta
+	if err := json.Unmarshal(v[k:k+int(n)], &m); err != nil {
+		return nil, fmt.Errorf("corrupt raw record: %w", err)
+	}
+	body, err := zdec.DecodeAll(v[k+int(n):], nil)
+	if err != nil {
+		return nil, fmt.Errorf("corrupt raw record: %w", err)
+	}
+	return &Delivery{GUID: m.GUID, Event: m.Event, Hook: m.Hook, ContentType: m.ContentType, Repo: m.Repo,
+		Workspace: m.Workspace, Ignored: m.Ignored, Body: body, Received: time.UnixMilli(m.Received).UTC()}, nil
+}
+
+func jsonMarshal(v any) ([]byte, error) { return json.Marshal(v) }

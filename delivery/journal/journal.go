@@ -1,0 +1,184 @@
+// Package journal is wakegate's durable record of events: N fixed Redis
+// Stream shards, each chosen by hash of an event's shard key (the subject;
+// for GitHub subjects, the repository), with retention by age and size,
+// idempotent appends keyed by the event's (source, id), and reads across
+// shards through opaque composite cursors.
+//
+// Appends happen inside Lua scripts (AppendLua is included by the scripts
+// of the ingest commit point and the PR tracker), so that what a script
+// derives and what it journals are one atomic step in one cluster slot.
+package journal
+
+import (
+	"context"
+	"crypto/sha1"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"hash/fnv"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/wakegate/wakegate/providers/event"
+)
+
+// Config fixes the journal's layout and retention.
+type Config struct {
+	Prefix    string        // key prefix, WAKEGATE_REDIS_PREFIX; default "wg"
+	Shards    int           // number of shards; default 16; never change it on a live deployment
+	Retention time.Duration // how long entries and dedup markers live; default 72h
+	MaxLen    int64         // approximate total entries kept across shards; default 10,000,000
+}
+
+func (c Config) withDefaults() Config {
+	if c.Prefix == "" {
+		c.Prefix = "wg"
+	}
+	if c.Shards <= 0 {
+		c.Shards = 16
+	}
+	if c.Retention <= 0 {
+		c.Retention = 72 * time.Hour
+	}
+	if c.MaxLen <= 0 {
+		c.MaxLen = 10_000_000
+	}
+	return c
+}
+
+// Journal reads and appends the sharded journal.
+type Journal struct {
+	rdb redis.UniversalClient
+	cfg Config
+}
+
+// New returns a journal on rdb.
+func New(rdb redis.UniversalClient, cfg Config) *Journal {
+	return &Journal{rdb: rdb, cfg: cfg.withDefaults()}
+}
+
+// Config returns the journal's effective configuration.
+func (j *Journal) Config() Config { return j.cfg }
+
+// Shard returns the shard of a shard key (event.ShardKey).
+func (j *Journal) Shard(shardKey string) int {
+	h := fnv.New32a()
+	h.Write([]byte(shardKey))
+	return int(h.Sum32() % uint32(j.cfg.Shards))
+}
+
+// ShardOf returns the shard an event of this workspace and subject goes to.
+func (j *Journal) ShardOf(workspace, subject string) int {
+	return j.Shard(event.ShardKey(workspace, subject))
+}
+
+// Tag is the hash tag shared by every key of a shard: the stream, its
+// dedup markers, and the state derived with it (PR trackers, sessions).
+func (j *Journal) Tag(shard int) string { return fmt.Sprintf("%s:{j%d}", j.cfg.Prefix, shard) }
+
+// StreamKey is the stream of a shard.
+func (j *Journal) StreamKey(shard int) string { return j.Tag(shard) + ":journal" }
+
+// DedupKey is the marker that makes appending (source, id) idempotent. The
+// Lua side computes the same key with redis.sha1hex.
+func (j *Journal) DedupKey(shard int, source, id string) string {
+	sum := sha1.Sum([]byte(source + "\x00" + id))
+	return j.Tag(shard) + ":eid:" + hex.EncodeToString(sum[:])
+}
+
+// NotifyChannel is the Pub/Sub channel appends publish to, per workspace.
+func (j *Journal) NotifyChannel(workspace string) string {
+	return j.cfg.Prefix + ":notify:journal:" + workspace
+}
+
+// AppendArgs are the values every script that appends passes in ARGV so
+// the shared Lua function knows its retention: see AppendLua.
+func (j *Journal) AppendArgs() []any {
+	perShard := j.cfg.MaxLen / int64(j.cfg.Shards)
+	if perShard < 1000 {
+		perShard = 1000
+	}
+	return []any{int64(j.cfg.Retention / time.Second), perShard, j.cfg.Prefix + ":notify:journal:"}
+}
+
+// AppendLua defines wg_append, included at the top of every script that
+// journals. The script must call wg_config(ttl, maxlen, notify_prefix)
+// with the three AppendArgs values first.
+//
+//	wg_append(tag, event_json, workspace, source, id)
+//	  → stream id of the entry (new or the one already journaled), and
+//	    1 when it appended, 0 when (source, id) was already there.
+//
+// Keys it touches are all under tag: "<tag>:journal" and "<tag>:eid:<sha1>".
+// Callers list "<tag>:journal" in KEYS so the script is routed to its slot.
+const AppendLua = `
+local wg_ttl, wg_maxlen, wg_notify
+local function wg_config(ttl, maxlen, notify)
+  wg_ttl = tonumber(ttl); wg_maxlen = tonumber(maxlen); wg_notify = notify
+end
+local function wg_append(tag, ev, ws, source, id)
+  local dk = tag .. ':eid:' .. redis.sha1hex(source .. '\0' .. id)
+  local got = redis.call('GET', dk)
+  if got then return got, 0 end
+  local sid = redis.call('XADD', tag .. ':journal', 'MAXLEN', '~', wg_maxlen, '*', 'e', ev, 'w', ws)
+  redis.call('SET', dk, sid, 'EX', wg_ttl)
+  redis.call('PUBLISH', wg_notify .. ws, tag)
+  return sid, 1
+end
+`
+
+// appendScript journals one event idempotently.
+//
+// KEYS[1] = "<tag>:journal" of the event's shard
+// ARGV[1..3] = AppendArgs; ARGV[4] = tag, ARGV[5] = event JSON,
+// ARGV[6] = workspace, ARGV[7] = source, ARGV[8] = id
+// Returns {stream id, 1 if appended else 0}.
+var appendScript = redis.NewScript(AppendLua + `
+wg_config(ARGV[1], ARGV[2], ARGV[3])
+local sid, added = wg_append(ARGV[4], ARGV[5], ARGV[6], ARGV[7], ARGV[8])
+return {sid, added}
+`)
+
+// Append journals e once per (source, id) and returns its seq and whether
+// this call appended it. e.Seq is ignored; e is not modified.
+func (j *Journal) Append(ctx context.Context, e *event.Event) (seq string, added bool, err error) {
+	shard := j.ShardOf(e.Workspace, e.Subject)
+	body, err := Marshal(e)
+	if err != nil {
+		return "", false, err
+	}
+	args := append(j.AppendArgs(), j.Tag(shard), body, e.Workspace, e.Source, e.ID)
+	res, err := appendScript.Run(ctx, j.rdb, []string{j.StreamKey(shard)}, args...).Slice()
+	if err != nil {
+		return "", false, fmt.Errorf("journal append %s: %w", e.ID, err)
+	}
+	sid, _ := res[0].(string)
+	n, _ := res[1].(int64)
+	return FormatSeq(shard, sid), n == 1, nil
+}
+
+// Marshal encodes an event as stored in the journal: without seq, which is
+// the entry's position and is set when read.
+func Marshal(e *event.Event) (string, error) {
+	c := *e
+	c.Seq = ""
+	b, err := jsonMarshal(&c)
+	if err != nil {
+		return "", fmt.Errorf("encode event %s: %w", e.ID, err)
+	}
+	return string(b), nil
+}
+
+// Trim drops entries older than the retention from every shard. Dedup
+// markers expire by themselves. Run it periodically from one worker.
+func (j *Journal) Trim(ctx context.Context, now time.Time) error {
+	minID := fmt.Sprintf("%d-0", now.Add(-j.cfg.Retention).UnixMilli())
+	var errs []error
+	for s := range j.cfg.Shards {
+		if err := j.rdb.XTrimMinIDApprox(ctx, j.StreamKey(s), minID, 0).Err(); err != nil {
+			errs = append(errs, fmt.Errorf("trim shard %d: %w", s, err))
+		}
+	}
+	return errors.Join(errs...)
+}

@@ -1,0 +1,70 @@
+// Package redistest gives tests a client on the real Redis the suite runs
+// against (WAKEGATE_TEST_REDIS_URL, default redis://127.0.0.1:6379/0) and
+// a fresh key prefix, so tests share one Redis without crosstalk. A Redis
+// that is not there fails the test: it is never skipped.
+package redistest
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"os"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// URL is the Redis the tests use.
+func URL() string {
+	if u := os.Getenv("WAKEGATE_TEST_REDIS_URL"); u != "" {
+		return u
+	}
+	return "redis://127.0.0.1:6379/0"
+}
+
+// Prefix returns a fresh key prefix.
+func Prefix() string {
+	b := make([]byte, 6)
+	_, _ = rand.Read(b)
+	return "wgt" + hex.EncodeToString(b)
+}
+
+// New returns a client on the test Redis and a fresh prefix whose keys are
+// deleted when the test ends.
+func New(t testing.TB) (*redis.Client, string) {
+	t.Helper()
+	opt, err := redis.ParseURL(URL())
+	if err != nil {
+		t.Fatalf("WAKEGATE_TEST_REDIS_URL: %v", err)
+	}
+	rdb := redis.NewClient(opt)
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+	defer cancel()
+	if err := rdb.Ping(ctx).Err(); err != nil {
+		t.Fatalf("the tests need Redis at %s (.ci/run starts one): %v", URL(), err)
+	}
+	prefix := Prefix()
+	t.Cleanup(func() {
+		Flush(rdb, prefix)
+		_ = rdb.Close()
+	})
+	return rdb, prefix
+}
+
+// Flush deletes every key under prefix.
+func Flush(rdb redis.UniversalClient, prefix string) {
+	ctx := context.Background()
+	iter := rdb.Scan(ctx, 0, prefix+":*", 1000).Iterator()
+	var keys []string
+	for iter.Next(ctx) {
+		keys = append(keys, iter.Val())
+		if len(keys) == 500 {
+			rdb.Unlink(ctx, keys...)
+			keys = keys[:0]
+		}
+	}
+	if len(keys) > 0 {
+		rdb.Unlink(ctx, keys...)
+	}
+}

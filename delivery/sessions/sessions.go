@@ -1,0 +1,231 @@
+// Package sessions is the registry of parties (DESIGN §2): for each
+// session its parent and lineage, labels, lifecycle and busy state, pause,
+// and when it was last seen; for every party, liveness.
+//
+// A party's record lives under the hash tag of the journal shard its
+// events go to, so the commit script that journals a session's own event
+// updates its record in the same atomic step (see package ingest).
+package sessions
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/wakegate/wakegate/delivery/journal"
+	"github.com/wakegate/wakegate/providers/event"
+)
+
+// MaxDepth caps lineage: ancestors beyond it are not recorded.
+const MaxDepth = 32
+
+// Liveness of a party.
+type Liveness string
+
+// Liveness values (DESIGN §2).
+const (
+	Unknown Liveness = "unknown" // never seen: a valid recipient and lease holder
+	Live    Liveness = "live"
+	Dead    Liveness = "dead" // exited, or seen then silent past the TTL
+)
+
+// Session is a party's record.
+type Session struct {
+	Workspace   string    `json:"workspace"`
+	Party       string    `json:"party"`
+	Parent      string    `json:"parent,omitempty"`
+	Lineage     []string  `json:"lineage,omitempty"`
+	Labels      []string  `json:"labels,omitempty"`
+	State       string    `json:"state,omitempty"` // the last lifecycle type, e.g. session.turn_ended
+	Busy        string    `json:"busy"`            // busy | idle | unknown
+	Exited      bool      `json:"exited"`
+	SeenAt      time.Time `json:"seen_at,omitzero"`
+	BusyAt      time.Time `json:"busy_at,omitzero"`
+	PausedUntil time.Time `json:"paused_until,omitzero"`
+	PauseReason string    `json:"pause_reason,omitempty"`
+	Liveness    Liveness  `json:"liveness"`
+}
+
+// Registry reads and records parties.
+type Registry struct {
+	rdb redis.UniversalClient
+	j   *journal.Journal
+	ttl time.Duration
+
+	mu   sync.Mutex
+	seen map[string]time.Time // party key → last time this process recorded a sighting
+}
+
+// New returns a registry; ttl is WAKEGATE_SESSION_TTL (default 10m).
+func New(rdb redis.UniversalClient, j *journal.Journal, ttl time.Duration) *Registry {
+	if ttl <= 0 {
+		ttl = 10 * time.Minute
+	}
+	return &Registry{rdb: rdb, j: j, ttl: ttl, seen: map[string]time.Time{}}
+}
+
+// Key is the hash holding a party's record, under the tag of the journal
+// shard of the party's own subject.
+func Key(j *journal.Journal, workspace, party string) string {
+	return j.Tag(j.ShardOf(workspace, party)) + ":party:" + workspace + ":" + party
+}
+
+// Get returns the record of a party; a party never recorded comes back
+// with Liveness Unknown.
+func (r *Registry) Get(ctx context.Context, workspace, party string, now time.Time) (*Session, error) {
+	h, err := r.rdb.HGetAll(ctx, Key(r.j, workspace, party)).Result()
+	if err != nil {
+		return nil, fmt.Errorf("session %s: %w", party, err)
+	}
+	return decode(workspace, party, h, r.ttl, now), nil
+}
+
+func decode(workspace, party string, h map[string]string, ttl time.Duration, now time.Time) *Session {
+	s := &Session{Workspace: workspace, Party: party, Busy: "unknown", Parent: h["parent"], State: h["state"], PauseReason: h["pause_reason"]}
+	if h["lineage"] != "" {
+		_ = json.Unmarshal([]byte(h["lineage"]), &s.Lineage) // written by us; a bad value reads as none
+	}
+	if h["labels"] != "" {
+		_ = json.Unmarshal([]byte(h["labels"]), &s.Labels)
+	}
+	s.Exited = h["exited"] == "1"
+	s.SeenAt = ms(h["seen_at"])
+	s.BusyAt = ms(h["busy_at"])
+	s.PausedUntil = ms(h["paused_until"])
+	if b := h["busy"]; b == "busy" || b == "idle" {
+		s.Busy = b
+	}
+	switch {
+	case s.Exited:
+		s.Liveness = Dead
+	case s.SeenAt.IsZero():
+		s.Liveness = Unknown
+	case now.Sub(s.SeenAt) > ttl:
+		s.Liveness = Dead
+	default:
+		s.Liveness = Live
+	}
+	return s
+}
+
+func ms(v string) time.Time {
+	n, err := strconv.ParseInt(v, 10, 64)
+	if err != nil || n <= 0 {
+		return time.Time{}
+	}
+	return time.UnixMilli(n).UTC()
+}
+
+// LineageFor computes the lineage a child gets under parent, and refuses a
+// parent that would make a cycle.
+func (r *Registry) LineageFor(ctx context.Context, workspace, child, parent string, now time.Time) ([]string, error) {
+	if parent == child {
+		return nil, fmt.Errorf("session %s cannot be its own parent: %w", child, ErrCycle)
+	}
+	p, err := r.Get(ctx, workspace, event.SessionSubject(parent), now)
+	if err != nil {
+		return nil, err
+	}
+	lineage := append([]string{parent}, p.Lineage...)
+	for _, a := range lineage {
+		if a == child {
+			return nil, fmt.Errorf("parent %s descends from %s: %w", parent, child, ErrCycle)
+		}
+	}
+	if len(lineage) > MaxDepth {
+		lineage = lineage[:MaxDepth]
+	}
+	return lineage, nil
+}
+
+// ErrCycle is returned for a parent that would make the lineage a cycle.
+var ErrCycle = errors.New("parent would make a cycle")
+
+// Seen records that a party made an authenticated request. Sightings are
+// written at most once a second per party per process: liveness is
+// measured in minutes.
+func (r *Registry) Seen(ctx context.Context, workspace, party string, now time.Time) error {
+	k := Key(r.j, workspace, party)
+	r.mu.Lock()
+	last, ok := r.seen[k]
+	fresh := !ok || now.Sub(last) >= time.Second
+	if fresh {
+		if len(r.seen) > 100_000 {
+			clear(r.seen)
+		}
+		r.seen[k] = now
+	}
+	r.mu.Unlock()
+	if !fresh {
+		return nil
+	}
+	if err := r.rdb.HSet(ctx, k, "seen_at", now.UnixMilli()).Err(); err != nil {
+		return fmt.Errorf("record sighting of %s: %w", party, err)
+	}
+	return nil
+}
+
+// RegistryLua defines wg_session, included by the agent commit script: it
+// applies one session event to the record at key (a KEYS entry of the
+// caller) and returns the lineage JSON to stamp on the event ("" if none).
+//
+//	wg_session(key, type, now_ms, parent, lineage_json, labels_json, paused_until_ms, reason, seen)
+const RegistryLua = `
+local function wg_session(key, typ, now, parent, lineage, labels, paused, reason, seen)
+  if seen == '1' then redis.call('HSET', key, 'seen_at', now) end
+  if typ == 'session.heartbeat' then
+    redis.call('HSET', key, 'busy_at', now)
+    return redis.call('HGET', key, 'lineage') or ''
+  end
+  if parent ~= '' and redis.call('HSETNX', key, 'parent', parent) == 1 then
+    redis.call('HSET', key, 'lineage', lineage)
+  end
+  if labels ~= '' then redis.call('HSET', key, 'labels', labels) end
+  redis.call('HSET', key, 'state', typ)
+  if typ == 'session.turn_started' then
+    redis.call('HSET', key, 'busy', 'busy', 'busy_at', now)
+  elseif typ == 'session.turn_ended' or typ == 'session.awaiting_input' or typ == 'session.permission_requested' then
+    redis.call('HSET', key, 'busy', 'idle', 'busy_at', now)
+  elseif typ == 'session.exited' then
+    redis.call('HSET', key, 'exited', '1', 'busy', 'unknown')
+  elseif typ == 'session.crashed' then
+    redis.call('HSET', key, 'busy', 'unknown')
+  elseif typ == 'session.spawned' then
+    redis.call('HSET', key, 'exited', '0')
+  elseif typ == 'session.resumed' then
+    redis.call('HSET', key, 'exited', '0', 'seen_at', now)
+  elseif typ == 'session.paused' then
+    redis.call('HSET', key, 'paused_until', paused, 'pause_reason', reason)
+  end
+  return redis.call('HGET', key, 'lineage') or ''
+end
+`
+
+// setParentScript records a parent once.
+//
+// KEYS[1] the child's record; ARGV[1] parent id, ARGV[2] lineage JSON.
+// Returns 1 when recorded, 0 when the child already had a parent.
+var setParentScript = redis.NewScript(`
+if redis.call('HSETNX', KEYS[1], 'parent', ARGV[1]) == 0 then return 0 end
+redis.call('HSET', KEYS[1], 'lineage', ARGV[2])
+return 1
+`)
+
+// SetParent records parent as child's parent unless it has one already.
+func (r *Registry) SetParent(ctx context.Context, workspace, child, parent string, now time.Time) error {
+	lineage, err := r.LineageFor(ctx, workspace, child, parent, now)
+	if err != nil {
+		return err
+	}
+	b, _ := json.Marshal(lineage)
+	if err := setParentScript.Run(ctx, r.rdb, []string{Key(r.j, workspace, event.SessionSubject(child))}, parent, string(b)).Err(); err != nil {
+		return fmt.Errorf("record parent of %s: %w", child, err)
+	}
+	return nil
+}

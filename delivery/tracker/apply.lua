@@ -1,0 +1,176 @@
+-- apply.lua: fold one normalized GitHub delivery into the tracker of its
+-- repository and journal, in the same step, the delivery's own event(s)
+-- and the transitions (ready, checks_failed) it causes.
+--
+-- KEYS[1]    = "<tag>:journal" of the repository's shard (routes the script)
+-- ARGV[1..3] = journal.AppendArgs()
+-- ARGV[4]    = tag
+-- ARGV[5]    = input JSON (applyInput in apply.go): workspace, repo, guid,
+--              source, the own event's envelope (type, subject, id, time,
+--              priority, coalescekey, terminal, summary), number (the PR the
+--              subject names, 0 if none), sha_subject, and at most one of
+--              pr / check / review; plus now_ms, now_time, settle_ms,
+--              retention (s) and req (base → required check names)
+-- ARGV[6]    = the own event's data, raw JSON ("" for none)
+--
+-- Returns {"ok", stream ids appended...}, or {"need", base...} without
+-- having written anything when the required checks of a base the fact
+-- touches were not passed in req (the caller adds them and runs again).
+
+local I = cjson.decode(ARGV[5])
+local DATA = ARGV[6]
+wg_config(ARGV[1], ARGV[2], ARGV[3])
+tr_init(ARGV[4], I)
+local ws, repo = I.workspace, I.repo
+
+-- apply_pr folds a pull_request snapshot in. Every payload carries the whole
+-- PR, so the newest by updated_at wins: an older snapshot delivered late
+-- (a draft toggle, a push) changes nothing but the sha index.
+local function apply_pr(p)
+  local n = p.number
+  local pk = k_pr(repo, n)
+  if p.head ~= '' then index(repo, p.head, n) end
+  local cur = redis.call('HMGET', pk, 'state', 'updated_at', 'head')
+  local stored = tonumber(cur[2]) or 0
+  if cur[1] and p.updated_ms > 0 and p.updated_ms < stored then return end
+  local draft, merged = '0', '0'
+  if p.draft then draft = '1' end
+  if p.merged then merged = '1' end
+  redis.call('HSET', pk, 'ws', ws, 'repo', repo, 'number', int(n),
+    'state', p.state, 'draft', draft, 'merged', merged, 'base', p.base,
+    'author', p.author, 'title', p.title, 'labels', p.labels,
+    'updated_at', int(math.max(p.updated_ms, stored)))
+  if p.head ~= '' and p.head ~= cur[3] then
+    -- a new head starts over: its own results, its own settle clock
+    redis.call('HSET', pk, 'head', p.head, 'head_seen_at', int(NOW_MS))
+  end
+  if p.state == 'open' then
+    redis.call('PERSIST', pk)
+    redis.call('PERSIST', k_reviews(repo, n))
+  else
+    redis.call('EXPIRE', pk, RETENTION)
+    redis.call('EXPIRE', k_reviews(repo, n), RETENTION)
+  end
+end
+
+-- apply_review keeps, per reviewer, the latest standing review by its own
+-- time: commented overrides nothing; dismissed clears (and, on a tie, wins
+-- over the review it dismissed, so a late redelivery cannot revive it).
+local function apply_review(r)
+  if r.state ~= 'approved' and r.state ~= 'changes_requested' and r.state ~= 'dismissed' then return end
+  local rk = k_reviews(repo, r.number)
+  local cur = redis.call('HGET', rk, r.reviewer)
+  if cur then
+    local state, at = pair(cur)
+    if at > r.at_ms then return end
+    if at == r.at_ms and state == 'dismissed' and r.state ~= 'dismissed' then return end
+  end
+  redis.call('HSET', rk, r.reviewer, r.state .. ' ' .. int(r.at_ms))
+end
+
+-- apply_check keeps the latest result per name at its sha, by the
+-- payload's time; on a tie a completed result beats a pending one.
+local function apply_check(c)
+  local name = c.name
+  if c.suite and string.sub(name, 1, 6) ~= 'suite:' then name = 'suite:' .. name end
+  for _, n in ipairs(c.prs) do index(repo, c.sha, n) end
+  local ck = k_checks(repo, c.sha)
+  local cur = redis.call('HGET', ck, name)
+  if cur then
+    local result, at = pair(cur)
+    if at > c.at_ms then return end
+    if at == c.at_ms and c.result == 'pending' and result ~= 'pending' then return end
+  end
+  redis.call('HSET', ck, name, c.result .. ' ' .. int(c.at_ms))
+  redis.call('EXPIRE', ck, RETENTION)
+end
+
+-- check_prs resolves the PRs a check or status reaches: those the payload
+-- names and those the sha index knows, ascending.
+local function check_prs(c)
+  local seen, out = {}, {}
+  local function add(n)
+    n = tonumber(n)
+    if n and n > 0 and not seen[n] then seen[n] = true; out[#out + 1] = n end
+  end
+  for _, n in ipairs(c.prs) do add(n) end
+  for _, n in ipairs(redis.call('SMEMBERS', k_index(repo, c.sha))) do add(n) end
+  table.sort(out)
+  return out
+end
+
+-- journaled_prs fixes, once per delivery, which PRs a check is journaled
+-- under, so re-applying it after the index grew appends nothing new.
+local function journaled_prs(prs)
+  local rk = k_resolved(I.guid)
+  local got = redis.call('GET', rk)
+  if got then
+    local out = {}
+    for n in string.gmatch(got, '%d+') do out[#out + 1] = tonumber(n) end
+    return out
+  end
+  local parts = {}
+  for i, n in ipairs(prs) do parts[i] = int(n) end
+  redis.call('SET', rk, '[' .. table.concat(parts, ',') .. ']', 'EX', wg_ttl)
+  return prs
+end
+
+-- own_event journals the delivery's own event about subject.
+local function own_event(subject, id, n)
+  local session
+  if n and n > 0 then session = link(ws, repo, n) end
+  emit({
+    id = id, source = I.source, type = I.type, subject = subject,
+    time = I.time, workspace = ws, sessionid = session,
+    priority = I.priority, coalescekey = I.coalescekey,
+    terminal = I.terminal, summary = I.summary, data = DATA,
+  })
+end
+
+-- 1. Which PRs the fact reaches; stop before any write if a base's
+--    required checks are unknown.
+local targets = {}
+if I.pr then
+  targets = { I.pr.number }
+elseif I.review then
+  targets = { I.review.number }
+elseif I.check then
+  targets = check_prs(I.check)
+end
+local bases = {}
+for _, n in ipairs(targets) do
+  bases[#bases + 1] = redis.call('HGET', k_pr(repo, n), 'base') or nil
+end
+if I.pr then bases[#bases + 1] = I.pr.base end
+local missing = missing_required(bases)
+if #missing > 0 then
+  table.insert(missing, 1, 'need')
+  return missing
+end
+
+-- 2. Fold the fact into the tracker.
+if I.pr then apply_pr(I.pr) end
+if I.review then apply_review(I.review) end
+if I.check then apply_check(I.check) end
+
+-- 3. The delivery's own event(s).
+if I.type ~= '' then
+  if I.subject ~= '' or not I.check then
+    own_event(I.subject, I.id ~= '' and I.id or I.guid, I.number)
+  else
+    local base_id = I.id ~= '' and I.id or I.guid
+    local prs = journaled_prs(targets)
+    if #prs == 0 then
+      own_event(I.sha_subject, base_id, 0)
+    end
+    for _, n in ipairs(prs) do
+      own_event(pr_subject(repo, n), base_id .. '/' .. int(n), n)
+    end
+  end
+end
+
+-- 4. What the new state makes true.
+for _, n in ipairs(targets) do evaluate(ws, repo, n) end
+
+table.insert(SIDS, 1, 'ok')
+return SIDS

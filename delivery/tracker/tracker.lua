@@ -1,0 +1,234 @@
+-- tracker.lua: functions shared by the PR tracker's scripts (apply.lua,
+-- settle.lua, claim.lua). It is included after journal.AppendLua and before
+-- the entry script, so it can call wg_append and read wg_ttl.
+--
+-- Every key here is under TAG, the hash tag of the journal shard of one
+-- repository (journal.Tag(shard)); keys.go builds the same names in Go:
+--
+--   TAG:pr:<repo>#<n>          hash   the PR's tracker (fields below)
+--   TAG:pr:<repo>#<n>:reviews  hash   reviewer → "<state> <at ms>"
+--   TAG:sha:<repo>@<sha>       set    PR numbers that have had <sha> as head
+--   TAG:checks:<repo>@<sha>    hash   check name → "<pass|fail|pending> <at ms>"
+--   TAG:settle                 zset   "<ws>\n<repo>\n<n>\n<sha>" scored by due ms
+--   TAG:resolved:<guid>        string PR numbers a check delivery was journaled under
+--
+-- Tracker hash fields: ws, repo, number, state (open|closed), draft (0|1),
+-- merged (0|1), head, head_seen_at (ms), base, author, title, labels (JSON),
+-- updated_at (ms of the newest snapshot applied), session, session_ws,
+-- ready:<sha> (ms ready was emitted), failed:<sha> (ms checks_failed was
+-- emitted).
+
+local TAG          -- hash tag of the shard
+local NOW_MS       -- the caller's now, ms since the epoch
+local NOW_TIME     -- the same instant, RFC 3339
+local SETTLE_MS    -- WAKEGATE_READY_SETTLE in ms
+local RETENTION    -- seconds per-sha keys and closed PRs are kept
+local REQ          -- base branch → required check names ('*' = every base)
+local SIDS = {}    -- stream ids this call appended
+
+local function tr_init(tag, c)
+  TAG = tag
+  NOW_MS = tonumber(c.now_ms)
+  NOW_TIME = c.now_time
+  SETTLE_MS = tonumber(c.settle_ms)
+  RETENTION = tonumber(c.retention)
+  REQ = c.req or {}
+end
+
+-- int renders a number the way Go's %d does (tostring would say 2.0e+12).
+local function int(n) return string.format('%d', n) end
+
+local function k_pr(repo, n) return TAG .. ':pr:' .. repo .. '#' .. int(n) end
+local function k_reviews(repo, n) return k_pr(repo, n) .. ':reviews' end
+local function k_index(repo, sha) return TAG .. ':sha:' .. repo .. '@' .. sha end
+local function k_checks(repo, sha) return TAG .. ':checks:' .. repo .. '@' .. sha end
+local function k_settle() return TAG .. ':settle' end
+local function k_resolved(guid) return TAG .. ':resolved:' .. guid end
+
+local function pr_subject(repo, n) return 'github:' .. repo .. '#' .. int(n) end
+local function gh_source(repo) return '//github.com/' .. repo end
+
+-- hash reads a whole hash into a table.
+local function hash(key)
+  local flat = redis.call('HGETALL', key)
+  local t = {}
+  for i = 1, #flat, 2 do t[flat[i]] = flat[i + 1] end
+  return t
+end
+
+-- pair splits "<word> <ms>" into the word and the number.
+local function pair(v)
+  local a, b = string.match(v, '^(%S+) (%S+)$')
+  return a, tonumber(b)
+end
+
+-- required returns the required check names of a base branch, or nil when
+-- the caller did not pass them (the script must then answer 'need' before
+-- writing anything).
+local function required(base)
+  local r = REQ[base]
+  if r == nil then r = REQ['*'] end
+  return r
+end
+
+-- missing_required lists the bases whose required checks were not passed.
+local function missing_required(bases)
+  local out, seen = {}, {}
+  for _, b in ipairs(bases) do
+    if b and b ~= '' and required(b) == nil and not seen[b] then
+      seen[b] = true
+      out[#out + 1] = b
+    end
+  end
+  return out
+end
+
+-- link returns the session a PR is linked to, when linked from workspace ws.
+local function link(ws, repo, n)
+  local v = redis.call('HMGET', k_pr(repo, n), 'session', 'session_ws')
+  if v[1] and v[2] == ws then return v[1] end
+  return nil
+end
+
+-- index records that PR n has (had) sha as its head.
+local function index(repo, sha, n)
+  local k = k_index(repo, sha)
+  redis.call('SADD', k, int(n))
+  redis.call('EXPIRE', k, RETENTION)
+end
+
+-- event_json builds a CloudEvent in the field order of event.Event; data
+-- is spliced in raw (the caller validated it), never re-encoded.
+local function event_json(e)
+  local p = {
+    '"specversion":"1.0"',
+    '"id":' .. cjson.encode(e.id),
+    '"source":' .. cjson.encode(e.source),
+    '"type":' .. cjson.encode(e.type),
+    '"subject":' .. cjson.encode(e.subject),
+    '"time":' .. cjson.encode(e.time),
+    '"datacontenttype":"application/json"',
+    '"workspace":' .. cjson.encode(e.workspace),
+  }
+  local function opt(name, v)
+    if v and v ~= '' then p[#p + 1] = '"' .. name .. '":' .. cjson.encode(v) end
+  end
+  opt('sessionid', e.sessionid)
+  opt('priority', e.priority)
+  opt('coalescekey', e.coalescekey)
+  if e.terminal then p[#p + 1] = '"terminal":true' end
+  opt('summary', e.summary)
+  if e.data and e.data ~= '' then p[#p + 1] = '"data":' .. e.data end
+  return '{' .. table.concat(p, ',') .. '}'
+end
+
+-- emit journals e once per (source, id) and remembers a new entry's id.
+local function emit(e)
+  if not e.coalescekey or e.coalescekey == '' then e.coalescekey = e.subject end
+  local sid, added = wg_append(TAG, event_json(e), e.workspace, e.source, e.id)
+  if added == 1 then SIDS[#SIDS + 1] = sid end
+end
+
+-- synth journals a state transition the tracker derived about PR n: type
+-- github.pull_request.<typ>, id "pr/<n>/<what>", data {repo, number, head,
+-- title, url} plus extra.
+local function synth(ws, repo, n, h, typ, what, priority, summary, extra)
+  local data = {
+    repo = repo, number = n, head = h.head, title = h.title or '',
+    url = 'https://github.com/' .. repo .. '/pull/' .. int(n),
+  }
+  for k, v in pairs(extra or {}) do data[k] = v end
+  emit({
+    id = 'pr/' .. int(n) .. '/' .. what, source = gh_source(repo),
+    type = 'github.pull_request.' .. typ, subject = pr_subject(repo, n),
+    time = NOW_TIME, workspace = ws, sessionid = link(ws, repo, n),
+    priority = priority, summary = summary,
+    data = cjson.encode(data),
+  })
+end
+
+-- results reads the latest result per check name at sha.
+local function results(repo, sha)
+  local out = {}
+  for name, v in pairs(hash(k_checks(repo, sha))) do
+    out[name] = pair(v)
+  end
+  return out
+end
+
+-- changes_requested reports whether any reviewer's standing review of PR n
+-- is changes_requested.
+local function changes_requested(repo, n)
+  for _, v in ipairs(redis.call('HVALS', k_reviews(repo, n))) do
+    if pair(v) == 'changes_requested' then return true end
+  end
+  return false
+end
+
+local function settle_member(ws, repo, n, sha)
+  return ws .. '\n' .. repo .. '\n' .. int(n) .. '\n' .. sha
+end
+
+-- checks_pass decides "every required check passed at head". With no
+-- required checks: nothing pending or failing and at least one result; or
+-- nothing reported at all and the settle time passed since the head
+-- appeared (scheduled in the settle zset until then).
+local function checks_pass(ws, repo, n, h, res, failing)
+  local req = required(h.base or '')
+  if req == nil then error('tracker: required checks of base ' .. tostring(h.base) .. ' not passed') end
+  if #req > 0 then
+    for _, name in ipairs(req) do
+      -- a suite never stands in for a required check
+      if string.sub(name, 1, 6) == 'suite:' or res[name] ~= 'pass' then return false end
+    end
+    return true
+  end
+  local any, pending = false, false
+  for _, r in pairs(res) do
+    any = true
+    if r ~= 'pass' and r ~= 'fail' then pending = true end
+  end
+  if any then return not failing and not pending end
+  local due = (tonumber(h.head_seen_at) or NOW_MS) + SETTLE_MS
+  if NOW_MS >= due then return true end
+  redis.call('ZADD', k_settle(), due, settle_member(ws, repo, n, h.head))
+  return false
+end
+
+-- evaluate re-derives ready / checks_failed of PR n at its head (only when
+-- the head is still only_sha, if given) and journals each transition once
+-- per head sha.
+local function evaluate(ws, repo, n, only_sha)
+  local pk = k_pr(repo, n)
+  local h = hash(pk)
+  local head = h.head
+  if h.state ~= 'open' or not head or head == '' then return end
+  if only_sha and only_sha ~= head then return end
+  local res = results(repo, head)
+  local failed = {}
+  for name, r in pairs(res) do
+    if r == 'fail' then failed[#failed + 1] = name end
+  end
+  table.sort(failed)
+  local title = string.gsub(h.title or '', '[\r\n]+', ' ')
+  if #failed > 0 and not h['failed:' .. head] then
+    redis.call('HSET', pk, 'failed:' .. head, NOW_MS)
+    local priority = 'attention'
+    if h['ready:' .. head] then priority = 'critical' end
+    -- name the failing checks a person knows (runs, statuses), not suite ids
+    local named = {}
+    for _, name in ipairs(failed) do
+      if string.sub(name, 1, 6) ~= 'suite:' then named[#named + 1] = name end
+    end
+    local what = 'a check suite'
+    if #named > 0 then what = table.concat(named, ', ') end
+    synth(ws, repo, n, h, 'checks_failed', 'checks_failed/' .. head, priority,
+      'PR #' .. int(n) .. ' checks failed (' .. what .. '): ' .. title .. ' (' .. repo .. ')',
+      { failed = failed })
+  end
+  if h['ready:' .. head] or h.draft == '1' or changes_requested(repo, n) then return end
+  if not checks_pass(ws, repo, n, h, res, #failed > 0) then return end
+  redis.call('HSET', pk, 'ready:' .. head, NOW_MS)
+  synth(ws, repo, n, h, 'ready', 'ready/' .. head, 'attention',
+    'PR #' .. int(n) .. ' ready: ' .. title .. ' (' .. repo .. ')')
+end

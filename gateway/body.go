@@ -1,0 +1,45 @@
+package gateway
+
+import (
+	"errors"
+	"io"
+	"net/http"
+
+	"github.com/gin-gonic/gin"
+)
+
+// readBody reads a request body within the per-request limit and the
+// gateway's in-flight budget; on failure it has answered and returns nil.
+// The caller must call release once the body is no longer needed.
+func (s *Server) readBody(c *gin.Context, limit int64) (body []byte, release func()) {
+	if c.Request.ContentLength > limit {
+		abort(c, newProblem(http.StatusRequestEntityTooLarge, "too-large", "body over the size limit"))
+		return nil, nil
+	}
+	reserve := c.Request.ContentLength
+	if reserve < 0 {
+		reserve = limit // unknown length: reserve the worst case
+	}
+	if s.inflight.Add(reserve) > s.cfg.InflightBytes {
+		s.inflight.Add(-reserve)
+		abort(c, unavailable("too many bytes in flight; retry"))
+		return nil, nil
+	}
+	s.metrics.inflight.Add(float64(reserve))
+	release = func() {
+		s.inflight.Add(-reserve)
+		s.metrics.inflight.Sub(float64(reserve))
+	}
+	body, err := io.ReadAll(http.MaxBytesReader(c.Writer, c.Request.Body, limit))
+	if err != nil {
+		release()
+		var tooBig *http.MaxBytesError
+		if errors.As(err, &tooBig) {
+			abort(c, newProblem(http.StatusRequestEntityTooLarge, "too-large", "body over the size limit"))
+		} else {
+			abort(c, newProblem(http.StatusBadRequest, "malformed", "could not read the body"))
+		}
+		return nil, nil
+	}
+	return body, release
+}

@@ -1,0 +1,139 @@
+package gateway
+
+import (
+	"encoding/json"
+	"errors"
+	"mime"
+	"net/http"
+	"net/url"
+	"regexp"
+
+	"github.com/gin-gonic/gin"
+
+	"github.com/wakegate/wakegate/delivery/ingest"
+	"github.com/wakegate/wakegate/providers/github"
+)
+
+// githubWebhook is POST /webhooks/github (DESIGN §3): verify, extract the
+// few fields routing needs, commit, answer. Normalizing is a derivation.
+func (s *Server) githubWebhook(c *gin.Context) {
+	body, release := s.readBody(c, s.cfg.MaxBody)
+	if body == nil {
+		s.metrics.webhooks.WithLabelValues("refused").Inc()
+		return
+	}
+	defer release()
+	if p := s.verifyDelivery(c, body); p != nil {
+		s.metrics.webhooks.WithLabelValues("refused").Inc()
+		abort(c, p)
+		return
+	}
+	eventType := c.GetHeader("X-GitHub-Event")
+	guid := c.GetHeader("X-GitHub-Delivery")
+	if eventType == "ping" {
+		s.metrics.webhooks.WithLabelValues("ping").Inc()
+		c.JSON(http.StatusOK, gin.H{"delivery": guid, "status": "pong"})
+		return
+	}
+	mediaType, _, _ := mime.ParseMediaType(c.GetHeader("Content-Type"))
+	payload := body
+	if mediaType == "application/x-www-form-urlencoded" {
+		form, err := url.ParseQuery(string(body))
+		if err != nil || form.Get("payload") == "" {
+			s.metrics.webhooks.WithLabelValues("refused").Inc()
+			abort(c, newProblem(http.StatusBadRequest, "malformed", "form body without a payload field"))
+			return
+		}
+		payload = []byte(form.Get("payload"))
+	}
+	var head struct {
+		Action     string `json:"action"`
+		Repository struct {
+			FullName string `json:"full_name"`
+		} `json:"repository"`
+	}
+	if err := json.Unmarshal(payload, &head); err != nil {
+		s.metrics.webhooks.WithLabelValues("refused").Inc()
+		abort(c, newProblem(http.StatusBadRequest, "malformed", "payload is not a JSON object"))
+		return
+	}
+	d := &ingest.Delivery{
+		GUID: guid, Event: eventType, Hook: hookScope(c), ContentType: mediaType,
+		Repo: head.Repository.FullName, Body: body, Received: s.cfg.Now().UTC(),
+	}
+	outcome := "accepted"
+	if ws, ok := s.cfg.Workspaces.Lookup(d.Repo); ok {
+		d.Workspace = ws
+	} else {
+		d.Ignored, outcome = "repository not mapped to a workspace", "unmapped"
+	}
+	if d.Ignored == "" && !github.Mapped(eventType, head.Action) {
+		d.Ignored, outcome = "event not mapped: "+eventType+"."+head.Action, "ignored"
+	}
+	ctx, cancel := s.commitContext(c)
+	defer cancel()
+	res, err := s.deps.Ingest.CommitDelivery(ctx, d)
+	if err != nil {
+		s.storeProblem(c, "delivery", err)
+		return
+	}
+	if res != ingest.Committed {
+		s.metrics.webhooks.WithLabelValues("duplicate").Inc()
+		c.JSON(http.StatusOK, gin.H{"delivery": guid, "duplicate": true})
+		return
+	}
+	s.metrics.webhooks.WithLabelValues(outcome).Inc()
+	if d.Ignored != "" {
+		c.JSON(http.StatusAccepted, gin.H{"delivery": guid, "status": "ignored", "reason": d.Ignored})
+		return
+	}
+	c.JSON(http.StatusAccepted, gin.H{"delivery": guid, "status": "accepted"})
+}
+
+// verifyDelivery checks headers, signature, App target and media type.
+func (s *Server) verifyDelivery(c *gin.Context, body []byte) *problem {
+	if c.GetHeader("X-GitHub-Event") == "" || c.GetHeader("X-GitHub-Delivery") == "" {
+		return newProblem(http.StatusBadRequest, "malformed", "X-GitHub-Event and X-GitHub-Delivery are required")
+	}
+	if !tokenRe.MatchString(c.GetHeader("X-GitHub-Delivery")) || !tokenRe.MatchString(c.GetHeader("X-GitHub-Event")) {
+		return newProblem(http.StatusBadRequest, "malformed", "X-GitHub-Event or X-GitHub-Delivery is not a plain token")
+	}
+	sig := c.GetHeader("X-Hub-Signature-256")
+	if sig == "" {
+		if c.GetHeader("X-Hub-Signature") != "" {
+			return newProblem(http.StatusUnauthorized, "unauthenticated", "SHA-1 signatures are not accepted; configure a secret so GitHub sends X-Hub-Signature-256")
+		}
+		return newProblem(http.StatusUnauthorized, "unauthenticated", "missing X-Hub-Signature-256")
+	}
+	if err := github.VerifySignature(sig, body, s.cfg.WebhookSecrets); err != nil {
+		if errors.Is(err, github.ErrSignature) {
+			return newProblem(http.StatusUnauthorized, "unauthenticated", "signature does not match")
+		}
+		return newProblem(http.StatusUnauthorized, "unauthenticated", "signature does not verify")
+	}
+	if s.cfg.AppID != "" && c.GetHeader("X-GitHub-Hook-Installation-Target-ID") != s.cfg.AppID {
+		return newProblem(http.StatusForbidden, "forbidden", "delivery is not for this GitHub App")
+	}
+	mediaType, _, err := mime.ParseMediaType(c.GetHeader("Content-Type"))
+	if err != nil || (mediaType != "application/json" && mediaType != "application/x-www-form-urlencoded") {
+		return newProblem(http.StatusUnsupportedMediaType, "unsupported-media",
+			"content type must be application/json or application/x-www-form-urlencoded")
+	}
+	return nil
+}
+
+// hookScope is the dedup scope of a delivery: the App (installation target)
+// id, else the hook id. A GUID is shared by every hook that receives an event.
+func hookScope(c *gin.Context) string {
+	for _, h := range []string{"X-GitHub-Hook-Installation-Target-ID", "X-GitHub-Hook-ID"} {
+		if id := c.GetHeader(h); digitsRe.MatchString(id) {
+			return id
+		}
+	}
+	return "0"
+}
+
+var (
+	tokenRe  = regexp.MustCompile(`^[A-Za-z0-9_.-]{1,128}$`)
+	digitsRe = regexp.MustCompile(`^[0-9]{1,20}$`)
+)

@@ -1,0 +1,268 @@
+// Package gateway is wakegate's HTTP front door and the only package that
+// imports gin: it verifies GitHub webhooks and agents' JWTs, commits what
+// they send (package ingest) before answering, and serves the journal.
+// It imports providers and delivery; nothing imports it but cmd.
+package gateway
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"log/slog"
+	"net"
+	"net/http"
+	"sync/atomic"
+	"time"
+
+	"github.com/gin-gonic/gin"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"github.com/redis/go-redis/v9"
+
+	"github.com/wakegate/wakegate/delivery/ingest"
+	"github.com/wakegate/wakegate/delivery/journal"
+	"github.com/wakegate/wakegate/delivery/sessions"
+	"github.com/wakegate/wakegate/providers/agent"
+	"github.com/wakegate/wakegate/providers/github"
+)
+
+// Config of the gateway. Zero values take the documented defaults.
+type Config struct {
+	Addr           string   // listen address, default ":8080"
+	WebhookSecrets [][]byte // accepted webhook secrets; required
+	AppID          string   // GitHub App id: X-GitHub-Hook-Installation-Target-ID must match
+	Workspaces     *github.RepoMap[string]
+	MaxBody        int64         // default 25 MB
+	InflightBytes  int64         // bytes of bodies in flight before 503; default 256 MiB
+	Limits         Limits        // ingest rate limits
+	TokenSecret    []byte        // HS256 secret to mint child tokens; nil disables the route
+	CommitTimeout  time.Duration // bound on a commit before 503; default 2.5s (GitHub gets an answer within 3s)
+	Now            func() time.Time
+}
+
+// linker claims a PR for the session that opened it (package tracker).
+type linker interface {
+	Claim(ctx context.Context, workspace, repo string, number int, session string, now time.Time) (string, error)
+}
+
+// Deps are what the gateway works with.
+type Deps struct {
+	Log      *slog.Logger
+	Redis    redis.UniversalClient
+	Journal  *journal.Journal
+	Ingest   *ingest.Store
+	Sessions *sessions.Registry
+	Linker   linker
+	Verifier *agent.Verifier
+	Registry prometheus.Registerer
+	Gatherer prometheus.Gatherer
+	Ready    func() error // extra readiness checks (workers heartbeating); nil = none
+}
+
+// Server is the gateway.
+type Server struct {
+	cfg      Config
+	deps     Deps
+	log      *slog.Logger
+	metrics  *metrics
+	limiter  *limiter
+	notifier *notifier
+	inflight atomic.Int64
+	ready    atomic.Bool
+	handler  http.Handler
+	addr     atomic.Value // string
+}
+
+// New builds a gateway.
+func New(cfg Config, deps Deps) (*Server, error) {
+	if len(cfg.WebhookSecrets) == 0 {
+		return nil, errors.New("gateway: no webhook secret configured (WAKEGATE_GITHUB_WEBHOOK_SECRETS)")
+	}
+	if cfg.Addr == "" {
+		cfg.Addr = ":8080"
+	}
+	if cfg.MaxBody <= 0 {
+		cfg.MaxBody = 25 << 20
+	}
+	if cfg.InflightBytes <= 0 {
+		cfg.InflightBytes = 256 << 20
+	}
+	if cfg.CommitTimeout <= 0 {
+		cfg.CommitTimeout = 2500 * time.Millisecond
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	if cfg.Workspaces == nil {
+		cfg.Workspaces, _ = github.ParseWorkspaces("*=default", func(string) bool { return true })
+	}
+	if deps.Log == nil {
+		deps.Log = slog.Default()
+	}
+	if deps.Registry == nil {
+		r := prometheus.NewRegistry()
+		deps.Registry, deps.Gatherer = r, r
+	}
+	s := &Server{
+		cfg:      cfg,
+		deps:     deps,
+		log:      deps.Log.With("component", "gateway"),
+		metrics:  newMetrics(deps.Registry),
+		limiter:  newLimiter(cfg.Limits),
+		notifier: newNotifier(deps.Redis, deps.Journal, deps.Log),
+	}
+	s.ready.Store(true)
+	s.handler = s.routes()
+	return s, nil
+}
+
+// Handler serves the gateway's routes.
+func (s *Server) Handler() http.Handler { return s.handler }
+
+// Addr is the address the server listens on once Run has started.
+func (s *Server) Addr() string {
+	a, _ := s.addr.Load().(string)
+	return a
+}
+
+// SetReady flips /readyz; shutdown turns it off first.
+func (s *Server) SetReady(ok bool) { s.ready.Store(ok) }
+
+// Run serves until ctx is cancelled, then stops taking requests and lets
+// in-flight ones finish (bounded by 10 s).
+func (s *Server) Run(ctx context.Context) error {
+	ln, err := net.Listen("tcp", s.cfg.Addr)
+	if err != nil {
+		return err
+	}
+	s.addr.Store(ln.Addr().String())
+	srv := &http.Server{Handler: s.handler, ReadHeaderTimeout: 10 * time.Second}
+	nctx, stopNotifier := context.WithCancel(context.Background())
+	notifierDone := make(chan struct{})
+	go func() { defer close(notifierDone); s.notifier.Run(nctx) }()
+	errc := make(chan error, 1)
+	go func() { errc <- srv.Serve(ln) }()
+	s.log.Info("gateway listening", "addr", ln.Addr().String())
+	select {
+	case err := <-errc:
+		stopNotifier()
+		<-notifierDone
+		return err
+	case <-ctx.Done():
+	}
+	s.SetReady(false)
+	sctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	stopNotifier() // ends open long-polls, which answer with what they have
+	err = srv.Shutdown(sctx)
+	<-notifierDone
+	if errors.Is(err, http.ErrServerClosed) {
+		err = nil
+	}
+	return err
+}
+
+const (
+	requestIDKey = "request_id"
+	problemKey   = "problem"
+	claimsKey    = "claims"
+)
+
+func (s *Server) routes() http.Handler {
+	gin.SetMode(gin.ReleaseMode)
+	r := gin.New()
+	r.HandleMethodNotAllowed = true
+	r.Use(s.observe, s.recoverPanic)
+	r.NoRoute(func(c *gin.Context) { abort(c, newProblem(http.StatusNotFound, "not-found", "no such route")) })
+	r.NoMethod(func(c *gin.Context) {
+		abort(c, newProblem(http.StatusMethodNotAllowed, "method-not-allowed", "method not allowed on this route"))
+	})
+
+	r.GET("/healthz", func(c *gin.Context) { c.JSON(http.StatusOK, gin.H{"status": "ok"}) })
+	r.GET("/readyz", s.readyz)
+	r.GET("/metrics", gin.WrapH(promhttp.HandlerFor(s.deps.Gatherer, promhttp.HandlerOpts{})))
+
+	r.POST("/webhooks/github", s.githubWebhook)
+
+	v1 := r.Group("/v1", s.authenticate)
+	v1.POST("/events", s.requireScope("events:push"), s.pushEvents)
+	v1.GET("/events", s.requireScope("events:read"), s.readEvents)
+	v1.POST("/sessions/:id/token", s.requireScope("spawn"), s.childToken)
+	return r
+}
+
+func (s *Server) readyz(c *gin.Context) {
+	if !s.ready.Load() {
+		abort(c, unavailable("shutting down"))
+		return
+	}
+	ctx, cancel := context.WithTimeout(c.Request.Context(), time.Second)
+	defer cancel()
+	if err := s.deps.Redis.Ping(ctx).Err(); err != nil {
+		abort(c, unavailable("redis unreachable"))
+		return
+	}
+	if s.deps.Ready != nil {
+		if err := s.deps.Ready(); err != nil {
+			abort(c, unavailable(err.Error()))
+			return
+		}
+	}
+	c.JSON(http.StatusOK, gin.H{"status": "ready"})
+}
+
+// observe assigns a request id, logs and counts every request.
+func (s *Server) observe(c *gin.Context) {
+	start := time.Now()
+	id := c.GetHeader("X-Request-Id")
+	if id == "" || len(id) > 64 {
+		var b [8]byte
+		_, _ = rand.Read(b[:])
+		id = hex.EncodeToString(b[:])
+	}
+	c.Set(requestIDKey, id)
+	c.Header("X-Request-Id", id)
+	c.Next()
+	route := c.FullPath()
+	if route == "" {
+		route = "unmatched"
+	}
+	status := c.Writer.Status()
+	s.metrics.requests.WithLabelValues(route, statusClass(status)).Inc()
+	s.metrics.latency.WithLabelValues(route).Observe(time.Since(start).Seconds())
+	if status >= 500 {
+		s.log.Warn("request failed", "route", route, "status", status, "request_id", id,
+			"problem", c.GetString(problemKey), "duration_ms", time.Since(start).Milliseconds())
+	} else {
+		s.log.Debug("request", "route", route, "status", status, "request_id", id)
+	}
+}
+
+func (s *Server) recoverPanic(c *gin.Context) {
+	defer func() {
+		if v := recover(); v != nil {
+			s.log.Error("handler panic", "route", c.FullPath(), "request_id", c.GetString(requestIDKey), "panic", v)
+			s.metrics.panics.Inc()
+			abort(c, newProblem(http.StatusInternalServerError, "internal", "internal error"))
+		}
+	}()
+	c.Next()
+}
+
+func statusClass(code int) string {
+	return string(rune('0'+code/100)) + "xx"
+}
+
+// commitContext bounds a commit so an unreachable Redis answers 503 in time.
+func (s *Server) commitContext(c *gin.Context) (context.Context, context.CancelFunc) {
+	return context.WithTimeout(c.Request.Context(), s.cfg.CommitTimeout)
+}
+
+// storeProblem maps a Redis failure to 503: the client (GitHub, an agent)
+// retries, and nothing was acknowledged.
+func (s *Server) storeProblem(c *gin.Context, what string, err error) {
+	s.log.Error("commit failed", "what", what, "request_id", c.GetString(requestIDKey), "err", err)
+	s.metrics.storeErrors.Inc()
+	abort(c, unavailable("storage unavailable; retry"))
+}

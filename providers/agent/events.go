@@ -1,0 +1,274 @@
+package agent
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/wakegate/wakegate/providers/event"
+)
+
+// MaxBatch is the most events one push may carry.
+const MaxBatch = 100
+
+// Errors of Decode and Prepare; Prepare's per-event errors wrap one of them.
+var (
+	ErrMalformed = errors.New("malformed") // not JSON, or not an event or a batch of them → 400
+	ErrTooMany   = errors.New("too many")  // a batch over MaxBatch → 413
+	ErrInvalid   = errors.New("invalid")   // an event breaks the grammar → 422
+	ErrForbidden = errors.New("forbidden") // the token may not push this event → 403
+)
+
+// Decode splits a push body into its events: a JSON array is a batch, an
+// object a single event. The media type decides nothing beyond that the
+// gateway accepted it.
+func Decode(body []byte) (raw []json.RawMessage, batch bool, err error) {
+	body = bytes.TrimSpace(body)
+	if len(body) > 0 && body[0] == '[' {
+		if err := json.Unmarshal(body, &raw); err != nil {
+			return nil, true, fmt.Errorf("batch is not a JSON array of events: %w", ErrMalformed)
+		}
+		if len(raw) > MaxBatch {
+			return nil, true, fmt.Errorf("batch of %d events, at most %d: %w", len(raw), MaxBatch, ErrTooMany)
+		}
+		if len(raw) == 0 {
+			return nil, true, fmt.Errorf("empty batch: %w", ErrMalformed)
+		}
+		return raw, true, nil
+	}
+	if len(body) == 0 || body[0] != '{' || !json.Valid(body) {
+		return nil, false, fmt.Errorf("body is not a JSON object or array: %w", ErrMalformed)
+	}
+	return []json.RawMessage{body}, false, nil
+}
+
+// incoming is a CloudEvent as an agent sends it. Attributes the server sets
+// (source, seq, terminal, coalescekey, lineage) are read only to be ignored.
+type incoming struct {
+	SpecVersion     *string         `json:"specversion"`
+	ID              *string         `json:"id"`
+	Source          *string         `json:"source"`
+	Type            *string         `json:"type"`
+	Subject         string          `json:"subject"`
+	Time            *time.Time      `json:"time"`
+	DataContentType string          `json:"datacontenttype"`
+	Workspace       string          `json:"workspace"`
+	SessionID       string          `json:"sessionid"`
+	Priority        string          `json:"priority"`
+	Summary         string          `json:"summary"`
+	Data            json.RawMessage `json:"data"`
+}
+
+// EventError says why one event of a push was refused.
+type EventError struct {
+	Index  int    `json:"index"`
+	ID     string `json:"id,omitempty"`
+	Detail string `json:"detail"`
+	err    error
+}
+
+func (e *EventError) Error() string { return fmt.Sprintf("event %d: %s", e.Index, e.Detail) }
+func (e *EventError) Unwrap() error { return e.err }
+
+// Prepared is an accepted event and what it asks of the registry.
+type Prepared struct {
+	Event       *event.Event
+	Parent      string // session.spawned data.parent
+	Labels      []string
+	PausedUntil time.Time
+	Reason      string
+	PROpened    *PRClaim // session.pr_opened
+}
+
+// PRClaim is what session.pr_opened links.
+type PRClaim struct {
+	Repo   string
+	Number int
+}
+
+// Prepare validates and authorizes the events of one push for the token's
+// claims and fills in what the server sets. It returns every event's
+// error, not just the first; with any error nothing may be committed.
+func Prepare(c *Claims, raw []json.RawMessage, now time.Time) ([]*Prepared, []*EventError) {
+	var out []*Prepared
+	var errs []*EventError
+	for i, r := range raw {
+		p, err := prepare(c, r, now)
+		if err != nil {
+			var ee *EventError
+			if !errors.As(err, &ee) {
+				ee = &EventError{Detail: err.Error(), err: err}
+			}
+			ee.Index = i
+			errs = append(errs, ee)
+			continue
+		}
+		out = append(out, p)
+	}
+	return out, errs
+}
+
+func bad(id string, sentinel error, format string, args ...any) error {
+	return &EventError{ID: id, Detail: fmt.Sprintf(format, args...), err: sentinel}
+}
+
+func prepare(c *Claims, r json.RawMessage, now time.Time) (*Prepared, error) {
+	var in incoming
+	dec := json.NewDecoder(bytes.NewReader(r))
+	if err := dec.Decode(&in); err != nil {
+		return nil, bad("", ErrInvalid, "not a CloudEvent: %s", jsonProblem(err))
+	}
+	id := ""
+	if in.ID != nil {
+		id = *in.ID
+	}
+	switch {
+	case in.SpecVersion == nil || *in.SpecVersion != event.SpecVersion:
+		return nil, bad(id, ErrInvalid, "specversion must be %q", event.SpecVersion)
+	case id == "" || len(id) > 256:
+		return nil, bad(id, ErrInvalid, "id is required, at most 256 characters")
+	case in.Source == nil || *in.Source == "":
+		return nil, bad(id, ErrInvalid, "source is required (the server replaces it)")
+	case in.Type == nil || !event.ValidType(*in.Type):
+		return nil, bad(id, ErrInvalid, "type must match ^[a-z0-9_]+(\\.[a-z0-9_]+)+$")
+	case len(in.Summary) > 1024:
+		return nil, bad(id, ErrInvalid, "summary is at most 1024 characters")
+	}
+	typ := *in.Type
+	if in.Workspace != "" && in.Workspace != c.Workspace {
+		return nil, bad(id, ErrForbidden, "workspace %q is not the token's", in.Workspace)
+	}
+	if strings.HasPrefix(typ, "github.") || strings.HasPrefix(typ, "wakegate.") {
+		return nil, bad(id, ErrForbidden, "type %s is the server's alone", typ)
+	}
+	sessionID, err := sessionOf(c, id, in.Subject, in.SessionID)
+	if err != nil {
+		return nil, err
+	}
+	if len(in.Data) > 0 && !bytes.Equal(in.Data, []byte("null")) && in.Data[0] != '{' {
+		return nil, bad(id, ErrInvalid, "data must be a JSON object")
+	}
+	prio := event.DefaultPriority(typ, in.Data)
+	if in.Priority != "" {
+		asked := event.Priority(in.Priority)
+		if asked.Rank() < 0 {
+			return nil, bad(id, ErrInvalid, "priority must be info, attention or critical")
+		}
+		if asked.Rank() > prio.Rank() && !c.Has("events:push:any") {
+			return nil, bad(id, ErrForbidden, "priority above %s needs events:push:any", prio)
+		}
+		prio = asked
+	}
+	t := now.UTC()
+	if in.Time != nil {
+		t = in.Time.UTC()
+	}
+	subject := event.SessionSubject(sessionID)
+	e := &event.Event{
+		SpecVersion: event.SpecVersion, ID: id, Source: event.AgentSource(c.Workspace, string(c.Party())),
+		Type: typ, Subject: subject, Time: t, DataContentType: "application/json",
+		Workspace: c.Workspace, SessionID: sessionID, Priority: prio,
+		CoalesceKey: subject, Terminal: event.Lookup(typ).Terminal, Summary: in.Summary,
+	}
+	if len(in.Data) > 0 && !bytes.Equal(in.Data, []byte("null")) {
+		e.Data = in.Data
+	}
+	if typ == "message.sent" {
+		e.CoalesceKey = "message:" + e.Source + ":" + id // each message is its own entry
+	}
+	p := &Prepared{Event: e}
+	return p, fill(p, id, typ, in.Data)
+}
+
+// sessionOf decides which session an event is about: a session token
+// pushes only about itself; events:push:any about any session.
+func sessionOf(c *Claims, id, subject, sessionID string) (string, error) {
+	if subject != "" {
+		s, ok := strings.CutPrefix(subject, "session:")
+		if !ok || !event.ValidID(s) {
+			return "", bad(id, ErrForbidden, "subject %q: agents push about session:<id> subjects only", subject)
+		}
+		if sessionID != "" && sessionID != s {
+			return "", bad(id, ErrInvalid, "sessionid %q and subject %q disagree", sessionID, subject)
+		}
+		sessionID = s
+	}
+	if sessionID != "" && !event.ValidID(sessionID) {
+		return "", bad(id, ErrInvalid, "sessionid %q is not a valid id", sessionID)
+	}
+	own := c.Party().Session()
+	if sessionID == "" {
+		if own == "" {
+			return "", bad(id, ErrInvalid, "subject or sessionid is required for a token that is not a session's")
+		}
+		return own, nil
+	}
+	if sessionID != own && !c.Has("events:push:any") {
+		return "", bad(id, ErrForbidden, "a session pushes only about itself (events:push:any pushes about others)")
+	}
+	return sessionID, nil
+}
+
+// fill reads the data of the types that act on the registry or on links.
+func fill(p *Prepared, id, typ string, data json.RawMessage) error {
+	var d struct {
+		Parent string   `json:"parent"`
+		Labels []string `json:"labels"`
+		Until  string   `json:"until"`
+		Reason string   `json:"reason"`
+		Repo   string   `json:"repo"`
+		Number int      `json:"number"`
+	}
+	if len(data) > 0 {
+		if err := json.Unmarshal(data, &d); err != nil {
+			return bad(id, ErrInvalid, "data: %s", jsonProblem(err))
+		}
+	}
+	switch typ {
+	case "session.spawned":
+		if d.Parent != "" {
+			parent := strings.TrimPrefix(d.Parent, "session:")
+			if !event.ValidID(parent) {
+				return bad(id, ErrInvalid, "data.parent %q is not a session id", d.Parent)
+			}
+			if parent == p.Event.SessionID {
+				return bad(id, ErrInvalid, "a session cannot be its own parent")
+			}
+			p.Parent = parent
+		}
+		for _, l := range d.Labels {
+			if !event.ValidID(l) {
+				return bad(id, ErrInvalid, "label %q must match ^[A-Za-z0-9._-]{1,128}$", l)
+			}
+		}
+		p.Labels = d.Labels
+	case "session.paused":
+		if d.Until != "" {
+			t, err := time.Parse(time.RFC3339, d.Until)
+			if err != nil {
+				return bad(id, ErrInvalid, "data.until must be an RFC 3339 time")
+			}
+			p.PausedUntil = t
+		}
+		p.Reason = d.Reason
+	case "session.pr_opened":
+		owner, name, ok := strings.Cut(d.Repo, "/")
+		if !ok || !event.ValidID(owner) || !event.ValidID(name) || d.Number <= 0 {
+			return bad(id, ErrInvalid, "session.pr_opened needs data.repo (org/repo) and data.number")
+		}
+		p.PROpened = &PRClaim{Repo: d.Repo, Number: d.Number}
+	}
+	return nil
+}
+
+// jsonProblem describes a decoding error without echoing input.
+func jsonProblem(err error) string {
+	var te *json.UnmarshalTypeError
+	if errors.As(err, &te) {
+		return fmt.Sprintf("field %q has the wrong type", te.Field)
+	}
+	return "invalid JSON"
+}

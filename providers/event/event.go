@@ -1,0 +1,249 @@
+// Package event is the contract every stage of wakegate shares: the
+// CloudEvents 1.0 envelope with wakegate's extension attributes, the
+// vocabulary of types (priority, attended kind, terminal), and the grammar
+// of party ids, types and subjects (DESIGN §2).
+//
+// It imports nothing of wakegate's own: providers produce Events, the
+// journal stores them, workers route them.
+package event
+
+import (
+	"encoding/json"
+	"fmt"
+	"regexp"
+	"strings"
+	"time"
+)
+
+// SpecVersion is the only CloudEvents version wakegate accepts and emits.
+const SpecVersion = "1.0"
+
+// Event is a CloudEvent in structured JSON with wakegate's extensions.
+// Field order is the order a person reads it in.
+type Event struct {
+	SpecVersion     string          `json:"specversion"`
+	ID              string          `json:"id"`
+	Source          string          `json:"source"`
+	Type            string          `json:"type"`
+	Subject         string          `json:"subject,omitempty"`
+	Time            time.Time       `json:"time"`
+	DataContentType string          `json:"datacontenttype,omitempty"`
+	Seq             string          `json:"seq,omitempty"`
+	Workspace       string          `json:"workspace"`
+	SessionID       string          `json:"sessionid,omitempty"`
+	Lineage         []string        `json:"lineage,omitempty"`
+	Priority        Priority        `json:"priority,omitempty"`
+	CoalesceKey     string          `json:"coalescekey,omitempty"`
+	Terminal        bool            `json:"terminal,omitempty"`
+	Summary         string          `json:"summary,omitempty"`
+	Replay          bool            `json:"replay,omitempty"`
+	Data            json.RawMessage `json:"data,omitempty"`
+}
+
+// Key is the (source, id) identity of an event: every dedup, ledger and
+// idempotency key is derived from it.
+func (e *Event) Key() string { return e.Source + "\x00" + e.ID }
+
+// Priority orders how much an event needs its recipient.
+type Priority string
+
+// Priorities, lowest first. Internal events are never routed.
+const (
+	Info      Priority = "info"
+	Attention Priority = "attention"
+	Critical  Priority = "critical"
+	Internal  Priority = "internal"
+)
+
+// Rank orders priorities: info < attention < critical; unknown is -1.
+func (p Priority) Rank() int {
+	switch p {
+	case Info:
+		return 0
+	case Attention:
+		return 1
+	case Critical:
+		return 2
+	}
+	return -1
+}
+
+// Kind is how an attention+ event reaches an attended recipient (DESIGN §7).
+type Kind string
+
+// Kinds of the vocabulary's "attended →" column.
+const (
+	KindNone   Kind = ""
+	KindNotice Kind = "notice"
+	KindAlert  Kind = "alert"
+)
+
+// Spec is one row of the vocabulary.
+type Spec struct {
+	Priority Priority
+	Kind     Kind
+	Terminal bool
+}
+
+// vocabulary holds the rows of DESIGN §2 whose properties do not depend on
+// the event's data. Lookup refines the rest.
+var vocabulary = map[string]Spec{
+	"session.crashed":              {Critical, KindAlert, false},
+	"session.permission_requested": {Critical, KindAlert, false},
+	"session.awaiting_input":       {Attention, KindNotice, false},
+	"session.turn_ended":           {Info, KindNotice, false}, // idle=true → attention
+	"session.stalled":              {Attention, KindNotice, false},
+	"session.exited":               {Info, KindNone, true},
+	"session.spawned":              {Info, KindNone, false},
+	"session.resumed":              {Info, KindNone, false},
+	"session.reaped":               {Info, KindNone, false},
+	"session.turn_started":         {Info, KindNone, false},
+	"session.handoff_suggested":    {Info, KindNone, false},
+	"session.paused":               {Info, KindNone, false},
+	"session.prompted":             {Info, KindNone, false},
+	"session.pr_opened":            {Info, KindNone, false},
+	"message.sent":                 {Attention, KindNotice, false}, // blocker → critical alert
+	"policy.failed":                {Attention, KindNotice, false},
+	"policy.done":                  {Info, KindNotice, false},
+	"cron.unhealthy":               {Attention, KindNotice, false},
+
+	"github.pull_request.opened":             {Attention, KindNotice, false},
+	"github.pull_request.reopened":           {Attention, KindNotice, false},
+	"github.pull_request.linked":             {Attention, KindNotice, false},
+	"github.pull_request.ready":              {Attention, KindNotice, false},
+	"github.pull_request.checks_failed":      {Attention, KindAlert, false},
+	"github.pull_request.closed":             {Attention, KindNotice, true}, // merged → alert
+	"github.pull_request.dequeued":           {Attention, KindAlert, false},
+	"github.pull_request.stuck":              {Attention, KindAlert, false},
+	"github.pull_request_review.submitted":   {Info, KindAlert, false}, // approved/changes_requested → attention
+	"github.pull_request.synchronize":        {Info, KindNone, false},
+	"github.pull_request.converted_to_draft": {Info, KindNone, false},
+	"github.pull_request.ready_for_review":   {Info, KindNone, false},
+	"github.pull_request.edited":             {Info, KindNone, false},
+	"github.pull_request.labeled":            {Info, KindNone, false},
+	"github.check_suite.completed":           {Info, KindNone, false},
+	"github.check_run.completed":             {Info, KindNone, false},
+	"github.status":                          {Info, KindNone, false},
+	"github.deployment_status":               {Info, KindNotice, false}, // failure → attention
+	"github.issue_comment.created":           {Info, KindNone, false},
+	"github.ping":                            {Info, KindNone, false},
+
+	"wakegate.fault.undeliverable": {Internal, KindNone, false},
+	"wakegate.escalated":           {Internal, KindNone, false},
+	"wakegate.digest":              {Internal, KindNone, false},
+	"wakegate.link_conflict":       {Internal, KindNone, false},
+	"wakegate.redelivered":         {Internal, KindNone, false},
+}
+
+// Lookup returns the vocabulary row of a type. Types outside the table
+// (agents may push any dotted type) are info; github.installation.* is info.
+func Lookup(typ string) Spec {
+	if s, ok := vocabulary[typ]; ok {
+		return s
+	}
+	if strings.HasPrefix(typ, "wakegate.") {
+		return Spec{Priority: Internal}
+	}
+	return Spec{Priority: Info}
+}
+
+// DefaultPriority is the priority the vocabulary gives an event of this type
+// with this data: the rows whose priority depends on data are refined here.
+func DefaultPriority(typ string, data json.RawMessage) Priority {
+	p := Lookup(typ).Priority
+	var d struct {
+		Idle    bool   `json:"idle"`
+		Blocker bool   `json:"blocker"`
+		State   string `json:"state"`
+	}
+	if len(data) > 0 {
+		_ = json.Unmarshal(data, &d) // data that is not an object refines nothing
+	}
+	switch typ {
+	case "session.turn_ended":
+		if d.Idle {
+			return Attention
+		}
+	case "message.sent":
+		if d.Blocker {
+			return Critical
+		}
+	case "github.pull_request_review.submitted":
+		if d.State == "approved" || d.State == "changes_requested" {
+			return Attention
+		}
+	case "github.deployment_status":
+		if d.State == "failure" || d.State == "error" {
+			return Attention
+		}
+	}
+	return p
+}
+
+var (
+	partyIDRe = regexp.MustCompile(`^[A-Za-z0-9._-]{1,128}$`)
+	typeRe    = regexp.MustCompile(`^[a-z0-9_]+(\.[a-z0-9_]+)+$`)
+	wsRe      = partyIDRe
+)
+
+// ValidID reports whether s is a valid party, session or workspace id.
+func ValidID(s string) bool { return partyIDRe.MatchString(s) }
+
+// ValidWorkspace reports whether s is a valid workspace name.
+func ValidWorkspace(s string) bool { return wsRe.MatchString(s) }
+
+// ValidType reports whether s follows the dotted type grammar.
+func ValidType(s string) bool { return len(s) <= 128 && typeRe.MatchString(s) }
+
+// Party is who can receive or act: session:<id> or human:<channel>.
+type Party string
+
+// ParseParty validates a party id such as "session:abc" or "human:ops".
+func ParseParty(s string) (Party, error) {
+	kind, id, ok := strings.Cut(s, ":")
+	if !ok || (kind != "session" && kind != "human") || !ValidID(id) {
+		return "", fmt.Errorf("party %q: want session:<id> or human:<channel> with id matching %s", s, partyIDRe)
+	}
+	return Party(s), nil
+}
+
+// Session returns the session id of a session party, or "".
+func (p Party) Session() string {
+	if id, ok := strings.CutPrefix(string(p), "session:"); ok {
+		return id
+	}
+	return ""
+}
+
+// SessionSubject is the subject of events about a session.
+func SessionSubject(id string) string { return "session:" + id }
+
+// PRSubject is the subject of events about a pull request.
+func PRSubject(repo string, number int) string { return fmt.Sprintf("github:%s#%d", repo, number) }
+
+// ShaSubject is the subject of a check or status whose PR is not known yet.
+func ShaSubject(repo, sha string) string { return "github:" + repo + "@" + sha }
+
+// GitHubSource is the CloudEvents source of facts about a repository.
+func GitHubSource(repo string) string { return "//github.com/" + repo }
+
+// AgentSource is the source the server sets on an agent's events, so two
+// pushers' ids never collide.
+func AgentSource(workspace, sub string) string { return "//wakegate/" + workspace + "/" + sub }
+
+// ServerSource is the source of events wakegate itself synthesizes about a
+// workspace (link conflicts, faults, digests).
+func ServerSource(workspace string) string { return "//wakegate/" + workspace }
+
+// ShardKey is what picks an event's journal shard: the repository for
+// GitHub subjects (so a PR's tracker, its repository's sha index and its
+// journal entries share one Redis slot) and the subject otherwise.
+func ShardKey(workspace, subject string) string {
+	if rest, ok := strings.CutPrefix(subject, "github:"); ok {
+		if i := strings.IndexAny(rest, "#@"); i >= 0 {
+			rest = rest[:i]
+		}
+		return "github:" + rest
+	}
+	return workspace + "/" + subject
+}
