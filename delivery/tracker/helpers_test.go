@@ -5,7 +5,6 @@ import (
 	"crypto/rand"
 	"encoding/json"
 	"fmt"
-	"os"
 	"regexp"
 	"strings"
 	"testing"
@@ -14,20 +13,15 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/wakegate/wakegate/delivery/journal"
+	"github.com/wakegate/wakegate/delivery/redistest"
 	"github.com/wakegate/wakegate/delivery/tracker"
 	"github.com/wakegate/wakegate/providers/event"
 	"github.com/wakegate/wakegate/providers/github"
 )
 
-// The tests run on real Redis (WAKEGATE_TEST_REDIS_ADDR, default
-// 127.0.0.1:6379), each under its own random key prefix, deleted at the end.
-
-func redisAddr() string {
-	if a := os.Getenv("WAKEGATE_TEST_REDIS_ADDR"); a != "" {
-		return a
-	}
-	return "127.0.0.1:6379"
-}
+// The tests run on real Redis (redistest: WAKEGATE_TEST_REDIS_URL, default
+// redis://127.0.0.1:6379/0), each under its own random key prefix, whose
+// keys are deleted when the test ends.
 
 // t0 is the payload clock of the tests: facts carry times after it.
 var t0 = time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
@@ -49,33 +43,10 @@ type env struct {
 
 func newEnv(t *testing.T, cfg tracker.Config) *env {
 	t.Helper()
-	ctx := context.Background()
-	rdb := redis.NewClient(&redis.Options{Addr: redisAddr()})
-	if err := rdb.Ping(ctx).Err(); err != nil {
-		t.Fatalf("redis at %s: %v (set WAKEGATE_TEST_REDIS_ADDR)", redisAddr(), err)
-	}
-	prefix := "wgtest-" + strings.ToLower(rand.Text()[:12])
-	t.Cleanup(func() {
-		defer rdb.Close()
-		var keys []string
-		iter := rdb.Scan(ctx, 0, prefix+"*", 1000).Iterator()
-		for iter.Next(ctx) {
-			keys = append(keys, iter.Val())
-		}
-		if err := iter.Err(); err != nil {
-			t.Errorf("cleanup scan: %v", err)
-		}
-		for len(keys) > 0 {
-			n := min(len(keys), 500)
-			if err := rdb.Del(ctx, keys[:n]...).Err(); err != nil {
-				t.Errorf("cleanup del: %v", err)
-			}
-			keys = keys[n:]
-		}
-	})
+	rdb, prefix := redistest.New(t)
 	j := journal.New(rdb, journal.Config{Prefix: prefix, Shards: 4})
 	return &env{
-		t: t, ctx: ctx, rdb: rdb, j: j, tr: tracker.New(rdb, j, cfg), cfg: cfg,
+		t: t, ctx: context.Background(), rdb: rdb, j: j, tr: tracker.New(rdb, j, cfg), cfg: cfg,
 		ws: "acme", repo: "org/repo-" + strings.ToLower(rand.Text()[:6]),
 		now: time.Now().Truncate(time.Millisecond),
 	}

@@ -174,8 +174,10 @@ end
 -- nothing reported at all and the settle time passed since the head
 -- appeared (scheduled in the settle zset until then).
 local function checks_pass(ws, repo, n, h, res, failing)
-  local req = required(h.base or '')
-  if req == nil then error('tracker: required checks of base ' .. tostring(h.base) .. ' not passed') end
+  local req
+  if h.base and h.base ~= '' then req = required(h.base) else req = REQ['*'] or {} end
+  -- the entry scripts check every base they may evaluate before writing
+  if req == nil then error('tracker: required checks of base ' .. h.base .. ' not passed') end
   if #req > 0 then
     for _, name in ipairs(req) do
       -- a suite never stands in for a required check
@@ -212,7 +214,7 @@ local function evaluate(ws, repo, n, only_sha)
   table.sort(failed)
   local title = string.gsub(h.title or '', '[\r\n]+', ' ')
   if #failed > 0 and not h['failed:' .. head] then
-    redis.call('HSET', pk, 'failed:' .. head, NOW_MS)
+    redis.call('HSET', pk, 'failed:' .. head, int(NOW_MS))
     local priority = 'attention'
     if h['ready:' .. head] then priority = 'critical' end
     -- name the failing checks a person knows (runs, statuses), not suite ids
@@ -228,7 +230,7 @@ local function evaluate(ws, repo, n, only_sha)
   end
   if h['ready:' .. head] or h.draft == '1' or changes_requested(repo, n) then return end
   if not checks_pass(ws, repo, n, h, res, #failed > 0) then return end
-  redis.call('HSET', pk, 'ready:' .. head, NOW_MS)
+  redis.call('HSET', pk, 'ready:' .. head, int(NOW_MS))
   synth(ws, repo, n, h, 'ready', 'ready/' .. head, 'attention',
     'PR #' .. int(n) .. ' ready: ' .. title .. ' (' .. repo .. ')')
 end

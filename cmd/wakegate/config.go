@@ -1,0 +1,191 @@
+package main
+
+import (
+	"flag"
+	"fmt"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/wakegate/wakegate/providers/event"
+	"github.com/wakegate/wakegate/providers/github"
+)
+
+// config is every setting of DESIGN §12. Each is an environment variable
+// and a flag of the same name in kebab case; flags win; secrets may also
+// come from <NAME>_FILE and are never flags.
+type config struct {
+	Addr           string
+	WorkerAddr     string
+	RedisURL       string
+	RedisPrefix    string
+	IngestLimits   string
+	WebhookSecrets []string
+	JWTSecret      string
+	JWTPublicKeys  string
+	JWTIssuer      string
+	Workspaces     string
+	RequiredChecks string
+	GitHubAppID    string
+	SessionTTL     time.Duration
+	ReadySettle    time.Duration
+	Retention      time.Duration
+	JournalMaxLen  int64
+	Shards         int
+	MaxBody        string
+	SecretsFile    string
+	LogLevel       string
+}
+
+// setting describes one variable for parsing and for --help.
+type setting struct {
+	env, def, help string
+	secret         bool
+	set            func(c *config, v string) error
+}
+
+func settings() []setting {
+	str := func(f func(*config) *string) func(*config, string) error {
+		return func(c *config, v string) error { *f(c) = v; return nil }
+	}
+	dur := func(f func(*config) *time.Duration) func(*config, string) error {
+		return func(c *config, v string) error {
+			d, err := time.ParseDuration(v)
+			if err != nil || d <= 0 {
+				return fmt.Errorf("want a positive duration such as 30s or 10m")
+			}
+			*f(c) = d
+			return nil
+		}
+	}
+	return []setting{
+		{"WAKEGATE_ADDR", ":8080", "HTTP listen address of the gateway (and of serve)", false, str(func(c *config) *string { return &c.Addr })},
+		{"WAKEGATE_WORKER_ADDR", ":9091", "listen address of a worker's /healthz, /readyz and /metrics", false, str(func(c *config) *string { return &c.WorkerAddr })},
+		{"WAKEGATE_REDIS_URL", "", "redis:// or rediss:// URL; empty: serve embeds an in-memory Redis, gateway and worker refuse to start", true, str(func(c *config) *string { return &c.RedisURL })},
+		{"WAKEGATE_REDIS_PREFIX", "wg", "prefix of every Redis key and channel", false, str(func(c *config) *string { return &c.RedisPrefix })},
+		{"WAKEGATE_INGEST_LIMITS", "workspace=5000/s,token=1000/s", "ingest rate limits per gateway process", false, str(func(c *config) *string { return &c.IngestLimits })},
+		{"WAKEGATE_GITHUB_WEBHOOK_SECRETS", "", "comma-separated webhook secrets, all accepted, the first current", true, func(c *config, v string) error {
+			c.WebhookSecrets = nil
+			for _, s := range strings.Split(v, ",") {
+				if s = strings.TrimSpace(s); s != "" {
+					c.WebhookSecrets = append(c.WebhookSecrets, s)
+				}
+			}
+			return nil
+		}},
+		{"WAKEGATE_JWT_HS256_SECRET", "", "HS256 secret agent tokens are signed with (and child tokens minted with)", true, str(func(c *config) *string { return &c.JWTSecret })},
+		{"WAKEGATE_JWT_PUBLIC_KEYS", "", "JWKS JSON or PEM public keys for RS256/ES256/EdDSA tokens", true, str(func(c *config) *string { return &c.JWTPublicKeys })},
+		{"WAKEGATE_JWT_ISSUER", "", "required iss of tokens, when set", false, str(func(c *config) *string { return &c.JWTIssuer })},
+		{"WAKEGATE_WORKSPACES", "*=default", "repository → workspace: org/repo=ws,org/*=ws2,*=default", false, str(func(c *config) *string { return &c.Workspaces })},
+		{"WAKEGATE_REQUIRED_CHECKS", "", "required checks without an App: org/repo=build,lint;org/*=test", false, str(func(c *config) *string { return &c.RequiredChecks })},
+		{"WAKEGATE_GITHUB_APP_ID", "", "GitHub App id: deliveries must name it as their installation target", false, str(func(c *config) *string { return &c.GitHubAppID })},
+		{"WAKEGATE_SESSION_TTL", "10m", "a session seen then silent this long is dead", false, dur(func(c *config) *time.Duration { return &c.SessionTTL })},
+		{"WAKEGATE_READY_SETTLE", "60s", "with no required checks and nothing reported, how long before a PR counts as ready", false, dur(func(c *config) *time.Duration { return &c.ReadySettle })},
+		{"WAKEGATE_RETENTION", "72h", "how long the journal and raw deliveries are kept", false, dur(func(c *config) *time.Duration { return &c.Retention })},
+		{"WAKEGATE_JOURNAL_MAXLEN", "10000000", "about how many journal entries are kept in all", false, func(c *config, v string) error {
+			_, err := fmt.Sscan(v, &c.JournalMaxLen)
+			if err != nil || c.JournalMaxLen <= 0 {
+				return fmt.Errorf("want a positive integer")
+			}
+			return nil
+		}},
+		{"WAKEGATE_JOURNAL_SHARDS", "16", "number of journal shards; fixed for the life of a deployment", false, func(c *config, v string) error {
+			_, err := fmt.Sscan(v, &c.Shards)
+			if err != nil || c.Shards <= 0 || c.Shards > 1024 {
+				return fmt.Errorf("want an integer from 1 to 1024")
+			}
+			return nil
+		}},
+		{"WAKEGATE_MAX_BODY", "25MB", "largest webhook body accepted (GitHub's own cap is 25 MB)", false, str(func(c *config) *string { return &c.MaxBody })},
+		{"WAKEGATE_SECRETS_FILE", "", "serve with no secrets: where generated secrets are written when stdout is not a terminal (default: a 0600 file in the temp dir)", false, str(func(c *config) *string { return &c.SecretsFile })},
+		{"WAKEGATE_LOG_LEVEL", "info", "debug, info, warn or error", false, str(func(c *config) *string { return &c.LogLevel })},
+	}
+}
+
+func flagName(env string) string {
+	return strings.ReplaceAll(strings.ToLower(strings.TrimPrefix(env, "WAKEGATE_")), "_", "-")
+}
+
+// parseConfig applies defaults, then the environment (and <NAME>_FILE for
+// secrets), then flags.
+func parseConfig(fs *flag.FlagSet, args []string, getenv func(string) string) (*config, error) {
+	c := &config{}
+	all := settings()
+	flags := map[string]*string{}
+	for _, s := range all {
+		if !s.secret {
+			flags[s.env] = fs.String(flagName(s.env), "", s.help+" ("+s.env+", default "+quoteDefault(s.def)+")")
+		}
+	}
+	if err := fs.Parse(args); err != nil {
+		return nil, err
+	}
+	for _, s := range all {
+		v := s.def
+		if e := getenv(s.env); e != "" {
+			v = e
+		} else if s.secret {
+			if path := getenv(s.env + "_FILE"); path != "" {
+				b, err := os.ReadFile(path)
+				if err != nil {
+					return nil, fmt.Errorf("%s_FILE: %w", s.env, err)
+				}
+				v = strings.TrimSpace(string(b))
+			}
+		}
+		if f := flags[s.env]; f != nil && *f != "" {
+			v = *f
+		}
+		if err := s.set(c, v); err != nil {
+			return nil, fmt.Errorf("%s=%q: %w", s.env, redact(s, v), err)
+		}
+	}
+	if !event.ValidID(c.RedisPrefix) {
+		return nil, fmt.Errorf("WAKEGATE_REDIS_PREFIX must match ^[A-Za-z0-9._-]{1,128}$")
+	}
+	if _, err := github.ParseWorkspaces(c.Workspaces, event.ValidWorkspace); err != nil {
+		return nil, fmt.Errorf("WAKEGATE_WORKSPACES: %w", err)
+	}
+	if _, err := github.ParseRequiredChecks(c.RequiredChecks); err != nil {
+		return nil, fmt.Errorf("WAKEGATE_REQUIRED_CHECKS: %w", err)
+	}
+	if _, err := parseBytes(c.MaxBody); err != nil {
+		return nil, fmt.Errorf("WAKEGATE_MAX_BODY: %w", err)
+	}
+	return c, nil
+}
+
+func quoteDefault(d string) string {
+	if d == "" {
+		return "none"
+	}
+	return d
+}
+
+func redact(s setting, v string) string {
+	if s.secret {
+		return "<redacted>"
+	}
+	return v
+}
+
+// parseBytes reads sizes such as 25MB, 512KB or 1048576.
+func parseBytes(v string) (int64, error) {
+	units := []struct {
+		suffix string
+		mult   int64
+	}{{"GB", 1 << 30}, {"MB", 1 << 20}, {"KB", 1 << 10}, {"B", 1}}
+	s := strings.ToUpper(strings.TrimSpace(v))
+	mult := int64(1)
+	for _, u := range units {
+		if strings.HasSuffix(s, u.suffix) {
+			s, mult = strings.TrimSuffix(s, u.suffix), u.mult
+			break
+		}
+	}
+	var n int64
+	if _, err := fmt.Sscan(s, &n); err != nil || n <= 0 {
+		return 0, fmt.Errorf("%q: want a size such as 25MB", v)
+	}
+	return n * mult, nil
+}

@@ -1,0 +1,69 @@
+// Command wakegate is the whole service in one binary: serve (everything
+// in one process), gateway and worker (the split roles), and token.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+)
+
+const usage = `wakegate tells supervisors — people, or agents driving agents — what needs them.
+
+Usage:
+  wakegate serve     everything in one process (embeds an in-memory Redis when WAKEGATE_REDIS_URL is empty)
+  wakegate gateway   the HTTP gateway only (production; run N)
+  wakegate worker    the journal consumers and timers only (production; run N)
+  wakegate token     print a signed agent token for WAKEGATE_JWT_HS256_SECRET
+
+Run "wakegate <command> --help" for the settings of a command. Every setting is
+also an environment variable (WAKEGATE_ADDR ↔ --addr); flags win.
+`
+
+func main() { os.Exit(run(os.Args[1:], os.Stdout, os.Stderr)) }
+
+func run(args []string, stdout, stderr io.Writer) int {
+	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" || args[0] == "help" {
+		fmt.Fprint(stdout, usage)
+		if len(args) == 0 {
+			return 2
+		}
+		return 0
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	cmd, rest := args[0], args[1:]
+	var err error
+	switch cmd {
+	case "serve", "gateway", "worker":
+		err = runService(ctx, cmd, rest, stdout, stderr)
+	case "token":
+		err = runToken(rest, stdout, stderr)
+	default:
+		fmt.Fprintf(stderr, "wakegate: unknown command %q\n\n%s", cmd, usage)
+		return 2
+	}
+	if errors.Is(err, flag.ErrHelp) {
+		return 0
+	}
+	if err != nil {
+		fmt.Fprintf(stderr, "wakegate %s: %v\n", cmd, err)
+		return 1
+	}
+	return 0
+}
+
+func newLogger(w io.Writer, level string) *slog.Logger {
+	var l slog.Level
+	if err := l.UnmarshalText([]byte(strings.ToUpper(level))); err != nil {
+		l = slog.LevelInfo
+	}
+	return slog.New(slog.NewJSONHandler(w, &slog.HandlerOptions{Level: l}))
+}

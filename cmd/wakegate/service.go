@@ -1,0 +1,304 @@
+package main
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/alicebob/miniredis/v2"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"github.com/redis/go-redis/v9"
+
+	"github.com/wakegate/wakegate/delivery/ingest"
+	"github.com/wakegate/wakegate/delivery/journal"
+	"github.com/wakegate/wakegate/delivery/sessions"
+	"github.com/wakegate/wakegate/delivery/tracker"
+	"github.com/wakegate/wakegate/gateway"
+	"github.com/wakegate/wakegate/providers/agent"
+	"github.com/wakegate/wakegate/providers/event"
+	"github.com/wakegate/wakegate/providers/github"
+	"github.com/wakegate/wakegate/workers/derive"
+)
+
+// allScopes is what the operator token serve prints carries.
+const allScopes = "events:push events:push:any events:read events:read:any inbox subscribe supervise spawn admin operator"
+
+func runService(ctx context.Context, role string, args []string, stdout, stderr io.Writer) error {
+	fs := flag.NewFlagSet("wakegate "+role, flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.Usage = func() {
+		fmt.Fprintf(stderr, "Usage: wakegate %s [flags]\n\nSettings (flag, environment variable, default):\n", role)
+		fs.PrintDefaults()
+		fmt.Fprintln(stderr, "\nSecrets are environment variables only (or <NAME>_FILE): WAKEGATE_REDIS_URL,\nWAKEGATE_GITHUB_WEBHOOK_SECRETS, WAKEGATE_JWT_HS256_SECRET, WAKEGATE_JWT_PUBLIC_KEYS.")
+	}
+	cfg, err := parseConfig(fs, args, os.Getenv)
+	if err != nil {
+		return err
+	}
+	log := newLogger(stderr, cfg.LogLevel)
+	slog.SetDefault(log)
+
+	if cfg.RedisURL == "" {
+		if role != "serve" {
+			return errors.New("WAKEGATE_REDIS_URL is required (only serve embeds a Redis)")
+		}
+		mr, err := startEmbeddedRedis(ctx, log)
+		if err != nil {
+			return err
+		}
+		defer mr.Close()
+		cfg.RedisURL = "redis://" + mr.Addr()
+	}
+	if role == "serve" && len(cfg.WebhookSecrets) == 0 && cfg.JWTSecret == "" && cfg.JWTPublicKeys == "" {
+		if err := generateSecrets(cfg, stdout, log); err != nil {
+			return err
+		}
+	}
+	opt, err := redis.ParseURL(cfg.RedisURL)
+	if err != nil {
+		return fmt.Errorf("WAKEGATE_REDIS_URL: %w", err)
+	}
+	// Fail fast when Redis is away, so ingress answers 503 within 3 s.
+	opt.DialTimeout, opt.ReadTimeout, opt.WriteTimeout = time.Second, 2*time.Second, 2*time.Second
+	opt.MaxRetries = 1
+	opt.ContextTimeoutEnabled = true
+	opt.PoolSize = 64 + 2*cfg.Shards
+	rdb := redis.NewClient(opt)
+	defer rdb.Close()
+
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	j := journal.New(rdb, journal.Config{Prefix: cfg.RedisPrefix, Shards: cfg.Shards, Retention: cfg.Retention, MaxLen: cfg.JournalMaxLen})
+	required, _ := github.ParseRequiredChecks(cfg.RequiredChecks)
+	tr := tracker.New(rdb, j, tracker.Config{Settle: cfg.ReadySettle, Required: func(repo, _ string) []string {
+		names, _ := required.Lookup(repo)
+		return names
+	}})
+	store := ingest.New(rdb, j)
+	reg2 := sessions.New(rdb, j, cfg.SessionTTL)
+
+	var run group
+	if role == "serve" || role == "gateway" {
+		gw, err := buildGateway(cfg, rdb, j, store, reg2, tr, log, reg)
+		if err != nil {
+			return err
+		}
+		run.add(gw.Run)
+	}
+	if role == "serve" || role == "worker" {
+		d := derive.New(rdb, store, tr, log, reg, derive.Config{})
+		run.add(d.Run)
+		run.add(tr.RunSettler)
+		run.add(func(ctx context.Context) error { return trimLoop(ctx, j, log) })
+		if role == "worker" {
+			run.add(func(ctx context.Context) error { return serveAdmin(ctx, cfg.WorkerAddr, rdb, reg, log) })
+		}
+	}
+	log.Info("wakegate started", "role", role, "redis_prefix", cfg.RedisPrefix, "shards", cfg.Shards)
+	err = run.wait(ctx)
+	log.Info("wakegate stopped", "role", role)
+	return err
+}
+
+func buildGateway(cfg *config, rdb redis.UniversalClient, j *journal.Journal, store *ingest.Store, reg2 *sessions.Registry,
+	tr *tracker.Tracker, log *slog.Logger, reg *prometheus.Registry) (*gateway.Server, error) {
+	if len(cfg.WebhookSecrets) == 0 {
+		return nil, errors.New("WAKEGATE_GITHUB_WEBHOOK_SECRETS is required: the gateway never accepts unsigned webhooks")
+	}
+	if cfg.JWTSecret == "" && cfg.JWTPublicKeys == "" {
+		return nil, errors.New("WAKEGATE_JWT_HS256_SECRET or WAKEGATE_JWT_PUBLIC_KEYS is required to verify agent tokens")
+	}
+	verifier, err := agent.NewVerifier(agent.VerifierConfig{HS256Secret: []byte(cfg.JWTSecret), PublicKeys: cfg.JWTPublicKeys, Issuer: cfg.JWTIssuer})
+	if err != nil {
+		return nil, err
+	}
+	limits, err := gateway.ParseLimits(cfg.IngestLimits)
+	if err != nil {
+		return nil, fmt.Errorf("WAKEGATE_INGEST_LIMITS: %w", err)
+	}
+	workspaces, _ := github.ParseWorkspaces(cfg.Workspaces, event.ValidWorkspace)
+	maxBody, _ := parseBytes(cfg.MaxBody)
+	secrets := make([][]byte, len(cfg.WebhookSecrets))
+	for i, s := range cfg.WebhookSecrets {
+		secrets[i] = []byte(s)
+	}
+	var tokenSecret []byte
+	if cfg.JWTSecret != "" {
+		tokenSecret = []byte(cfg.JWTSecret)
+	}
+	return gateway.New(gateway.Config{
+		Addr: cfg.Addr, WebhookSecrets: secrets, AppID: cfg.GitHubAppID, Workspaces: workspaces,
+		MaxBody: maxBody, Limits: limits, TokenSecret: tokenSecret,
+	}, gateway.Deps{
+		Log: log, Redis: rdb, Journal: j, Ingest: store, Sessions: reg2, Linker: tr, Verifier: verifier,
+		Registry: reg, Gatherer: reg,
+	})
+}
+
+// startEmbeddedRedis runs miniredis on loopback and advances its clock
+// every second, so TTLs expire as they would on Redis.
+func startEmbeddedRedis(ctx context.Context, log *slog.Logger) (*miniredis.Miniredis, error) {
+	mr := miniredis.NewMiniRedis()
+	if err := mr.StartAddr("127.0.0.1:0"); err != nil {
+		return nil, fmt.Errorf("start embedded redis: %w", err)
+	}
+	mr.SetTime(time.Now())
+	go func() {
+		t := time.NewTicker(time.Second)
+		defer t.Stop()
+		last := time.Now()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case now := <-t.C:
+				mr.FastForward(now.Sub(last))
+				mr.SetTime(now)
+				last = now
+			}
+		}
+	}()
+	log.Warn("EMBEDDED REDIS: all state is in memory and is LOST when wakegate exits; set WAKEGATE_REDIS_URL for real use", "addr", mr.Addr())
+	return mr, nil
+}
+
+// generateSecrets makes a webhook secret and a token secret for a
+// zero-setup serve, and shows them with an operator token and a curl line:
+// on the terminal, or in a 0600 file whose path is logged.
+func generateSecrets(cfg *config, stdout io.Writer, log *slog.Logger) error {
+	cfg.WebhookSecrets = []string{randomHex(24)}
+	cfg.JWTSecret = randomHex(32)
+	cl := agent.Claims{Workspace: "default", Scope: allScopes}
+	cl.Subject = "human:operator"
+	cl.ExpiresAt = jwtDate(time.Now().Add(30 * 24 * time.Hour))
+	tok, err := agent.Mint([]byte(cfg.JWTSecret), cl)
+	if err != nil {
+		return fmt.Errorf("mint operator token: %w", err)
+	}
+	host := cfg.Addr
+	if strings.HasPrefix(host, ":") {
+		host = "127.0.0.1" + host
+	}
+	text := fmt.Sprintf(`wakegate generated secrets for this run (no WAKEGATE_* secrets were set):
+
+  WAKEGATE_GITHUB_WEBHOOK_SECRETS=%s
+  WAKEGATE_JWT_HS256_SECRET=%s
+
+Operator token (workspace "default", every scope, 30 days):
+
+  export WAKEGATE_TOKEN=%s
+
+Try it — push an event, then read the journal:
+
+  curl -s -H "Authorization: Bearer $WAKEGATE_TOKEN" -H 'Content-Type: application/cloudevents+json' \
+    -d '{"specversion":"1.0","id":"1","source":"cli","type":"session.turn_ended","subject":"session:demo","data":{"idle":true}}' \
+    http://%s/v1/events
+  curl -s -H "Authorization: Bearer $WAKEGATE_TOKEN" http://%s/v1/events
+`, cfg.WebhookSecrets[0], cfg.JWTSecret, tok, host, host)
+	if f, ok := stdout.(*os.File); ok && isTerminal(f) {
+		fmt.Fprintln(stdout, text)
+		return nil
+	}
+	path := cfg.SecretsFile
+	if path == "" {
+		path = filepath.Join(os.TempDir(), "wakegate-secrets-"+randomHex(4)+".txt")
+	}
+	if err := os.WriteFile(path, []byte(text), 0o600); err != nil {
+		return fmt.Errorf("write generated secrets: %w", err)
+	}
+	log.Warn("generated secrets, an operator token and a curl line to try are in a file readable only by this user", "path", path)
+	return nil
+}
+
+func isTerminal(f *os.File) bool {
+	st, err := f.Stat()
+	return err == nil && st.Mode()&os.ModeCharDevice != 0
+}
+
+func randomHex(n int) string {
+	b := make([]byte, n)
+	_, _ = rand.Read(b)
+	return hex.EncodeToString(b)
+}
+
+// trimLoop drops journal entries past retention once a minute.
+func trimLoop(ctx context.Context, j *journal.Journal, log *slog.Logger) error {
+	t := time.NewTicker(time.Minute)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case now := <-t.C:
+			if err := j.Trim(ctx, now); err != nil && ctx.Err() == nil {
+				log.Warn("trim journal", "err", err)
+			}
+		}
+	}
+}
+
+// serveAdmin serves a worker's /healthz, /readyz and /metrics.
+func serveAdmin(ctx context.Context, addr string, rdb redis.UniversalClient, reg *prometheus.Registry, log *slog.Logger) error {
+	mux := http.NewServeMux()
+	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) { fmt.Fprintln(w, `{"status":"ok"}`) })
+	mux.HandleFunc("/readyz", func(w http.ResponseWriter, r *http.Request) {
+		if ctx.Err() != nil || rdb.Ping(r.Context()).Err() != nil {
+			http.Error(w, `{"status":"unavailable"}`, http.StatusServiceUnavailable)
+			return
+		}
+		fmt.Fprintln(w, `{"status":"ready"}`)
+	})
+	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return err
+	}
+	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
+	go func() {
+		<-ctx.Done()
+		sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		_ = srv.Shutdown(sctx)
+	}()
+	log.Info("worker admin listening", "addr", ln.Addr().String())
+	if err := srv.Serve(ln); !errors.Is(err, http.ErrServerClosed) {
+		return err
+	}
+	return nil
+}
+
+// group runs components until ctx ends or one fails, then stops them all.
+type group struct{ fns []func(context.Context) error }
+
+func (g *group) add(f func(context.Context) error) { g.fns = append(g.fns, f) }
+
+func (g *group) wait(ctx context.Context) error {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	var wg sync.WaitGroup
+	errs := make([]error, len(g.fns))
+	for i, f := range g.fns {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			errs[i] = f(ctx)
+			cancel()
+		}()
+	}
+	wg.Wait()
+	return errors.Join(errs...)
+}

@@ -1,0 +1,305 @@
+// Package derive turns committed GitHub deliveries into journal events:
+// it consumes the ingest streams, normalizes each delivery and folds it
+// into the PR tracker, whose script journals what it derives. Everything
+// it does is idempotent on fact ids, so the relay can re-run any record
+// whose processing did not finish (a crash, Redis away): at start and
+// every 5 s it claims records left pending by any consumer.
+package derive
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/url"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promauto"
+	"github.com/redis/go-redis/v9"
+
+	"github.com/wakegate/wakegate/delivery/ingest"
+	"github.com/wakegate/wakegate/delivery/tracker"
+	"github.com/wakegate/wakegate/providers/github"
+)
+
+const group = "derive"
+
+// Config of the deriver.
+type Config struct {
+	RelayEvery time.Duration // default 5s
+	MinIdle    time.Duration // a pending record this idle is re-run; default 15s
+	MaxRuns    int64         // deliveries of one record before it is set aside as poison; default 10
+	Now        func() time.Time
+}
+
+// Deriver consumes the ingest streams.
+type Deriver struct {
+	rdb      redis.UniversalClient
+	store    *ingest.Store
+	tracker  *tracker.Tracker
+	log      *slog.Logger
+	cfg      Config
+	consumer string
+	m        *metrics
+}
+
+// New returns a deriver folding deliveries into tr.
+func New(rdb redis.UniversalClient, store *ingest.Store, tr *tracker.Tracker, log *slog.Logger, reg prometheus.Registerer, cfg Config) *Deriver {
+	if cfg.RelayEvery <= 0 {
+		cfg.RelayEvery = 5 * time.Second
+	}
+	if cfg.MinIdle <= 0 {
+		cfg.MinIdle = 15 * time.Second
+	}
+	if cfg.MaxRuns <= 0 {
+		cfg.MaxRuns = 10
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	var b [6]byte
+	_, _ = rand.Read(b[:])
+	return &Deriver{rdb: rdb, store: store, tracker: tr, log: log.With("component", "derive"), cfg: cfg,
+		consumer: "derive-" + hex.EncodeToString(b[:]), m: newMetrics(reg)}
+}
+
+type metrics struct {
+	derived  *prometheus.CounterVec
+	relayed  prometheus.Counter
+	lag      prometheus.Gauge
+	duration prometheus.Histogram
+}
+
+func newMetrics(reg prometheus.Registerer) *metrics {
+	f := promauto.With(reg)
+	m := &metrics{
+		derived: f.NewCounterVec(prometheus.CounterOpts{Name: "wakegate_derive_records_total",
+			Help: "Committed deliveries derived, by outcome."}, []string{"outcome"}),
+		relayed: f.NewCounter(prometheus.CounterOpts{Name: "wakegate_derive_relayed_total",
+			Help: "Records re-run by the relay after a consumer did not finish them."}),
+		lag: f.NewGauge(prometheus.GaugeOpts{Name: "wakegate_derive_lag_seconds",
+			Help: "Age of the newest record derived when it was derived."}),
+		duration: f.NewHistogram(prometheus.HistogramOpts{Name: "wakegate_derive_duration_seconds",
+			Help: "Time to derive one record.", Buckets: prometheus.ExponentialBuckets(0.0002, 2, 14)}),
+	}
+	for _, o := range []string{"journaled", "ignored", "expired", "poison", "retry"} {
+		m.derived.WithLabelValues(o)
+	}
+	return m
+}
+
+// Run consumes every ingest shard until ctx is cancelled.
+func (d *Deriver) Run(ctx context.Context) error {
+	for s := range d.store.Shards() {
+		if err := d.ensureGroup(ctx, s); err != nil {
+			return err
+		}
+	}
+	var wg sync.WaitGroup
+	for s := range d.store.Shards() {
+		wg.Add(1)
+		go func() { defer wg.Done(); d.consume(ctx, s) }()
+	}
+	wg.Add(1)
+	go func() { defer wg.Done(); d.relayLoop(ctx) }()
+	wg.Wait()
+	return nil
+}
+
+func (d *Deriver) ensureGroup(ctx context.Context, shard int) error {
+	err := d.rdb.XGroupCreateMkStream(ctx, d.store.StreamKey(shard), group, "0").Err()
+	if err != nil && !strings.HasPrefix(err.Error(), "BUSYGROUP") {
+		return fmt.Errorf("create consumer group on ingest shard %d: %w", shard, err)
+	}
+	return nil
+}
+
+func (d *Deriver) consume(ctx context.Context, shard int) {
+	backoff := newBackoff()
+	stream := d.store.StreamKey(shard)
+	for ctx.Err() == nil {
+		res, err := d.rdb.XReadGroup(ctx, &redis.XReadGroupArgs{
+			Group: group, Consumer: d.consumer, Streams: []string{stream, ">"}, Count: 64, Block: 2 * time.Second,
+		}).Result()
+		if errors.Is(err, redis.Nil) {
+			continue
+		}
+		if err != nil {
+			if ctx.Err() != nil {
+				return
+			}
+			if strings.HasPrefix(err.Error(), "NOGROUP") {
+				_ = d.ensureGroup(ctx, shard)
+			}
+			d.log.Warn("read ingest shard", "shard", shard, "err", err)
+			backoff.wait(ctx)
+			continue
+		}
+		backoff.reset()
+		for _, st := range res {
+			for _, m := range st.Messages {
+				d.handle(ctx, shard, m)
+			}
+		}
+	}
+}
+
+// handle derives one record and acknowledges it unless it must run again.
+func (d *Deriver) handle(ctx context.Context, shard int, m redis.XMessage) {
+	start := time.Now()
+	rec := ingest.ParseRecord(shard, m)
+	outcome, err := d.derive(ctx, rec)
+	d.m.duration.Observe(time.Since(start).Seconds())
+	if err != nil {
+		// Left pending: the relay re-runs it once it has been idle a while.
+		d.m.derived.WithLabelValues("retry").Inc()
+		if ctx.Err() == nil {
+			d.log.Warn("derive failed; will retry", "shard", shard, "delivery_id", rec.GUID, "err", err)
+		}
+		return
+	}
+	d.m.derived.WithLabelValues(outcome).Inc()
+	if ms, _, ok := strings.Cut(m.ID, "-"); ok {
+		var t int64
+		fmt.Sscan(ms, &t)
+		d.m.lag.Set(time.Since(time.UnixMilli(t)).Seconds())
+	}
+	if err := d.rdb.XAck(ctx, d.store.StreamKey(shard), group, m.ID).Err(); err != nil && ctx.Err() == nil {
+		d.log.Warn("ack ingest record", "shard", shard, "delivery_id", rec.GUID, "err", err)
+	}
+}
+
+// derive returns the outcome, or an error when the record must run again.
+// A payload that cannot be normalized is permanent: set aside as poison.
+func (d *Deriver) derive(ctx context.Context, rec ingest.Record) (outcome string, err error) {
+	defer func() {
+		if v := recover(); v != nil {
+			err = fmt.Errorf("panic deriving %s: %v", rec.GUID, v)
+		}
+	}()
+	del, err := d.store.Raw(ctx, rec)
+	if errors.Is(err, ingest.ErrNotFound) {
+		return "expired", nil
+	}
+	if err != nil {
+		return "", err
+	}
+	payload := del.Body
+	if del.ContentType == "application/x-www-form-urlencoded" {
+		form, err := url.ParseQuery(string(del.Body))
+		if err != nil {
+			return d.poison(ctx, rec, "form body: "+err.Error())
+		}
+		payload = []byte(form.Get("payload"))
+	}
+	fact, err := github.Normalize(del.Event, payload)
+	if err != nil {
+		return d.poison(ctx, rec, err.Error())
+	}
+	if fact.Ignored != "" {
+		return "ignored", nil
+	}
+	if fact.Time.IsZero() {
+		fact.Time = del.Received
+	}
+	_, err = d.tracker.Apply(ctx, del.Workspace, del.GUID, &fact, d.cfg.Now())
+	if errors.Is(err, tracker.ErrInvalidFact) {
+		return d.poison(ctx, rec, err.Error())
+	}
+	if err != nil {
+		return "", err
+	}
+	return "journaled", nil
+}
+
+// poison sets a record aside with its reason, for an operator to inspect
+// and redeliver once fixed.
+func (d *Deriver) poison(ctx context.Context, rec ingest.Record, reason string) (string, error) {
+	err := d.rdb.XAdd(ctx, &redis.XAddArgs{
+		Stream: d.store.Tag(rec.Shard) + ":poison", MaxLen: 10000, Approx: true,
+		Values: []any{"g", rec.GUID, "h", rec.Hook, "id", rec.ID, "reason", reason, "at", d.cfg.Now().UnixMilli()},
+	}).Err()
+	if err != nil {
+		return "", fmt.Errorf("set aside %s: %w", rec.GUID, err)
+	}
+	d.log.Error("delivery set aside as poison", "delivery_id", rec.GUID, "reason", reason)
+	return "poison", nil
+}
+
+// relayLoop re-runs records left pending, at start and every RelayEvery.
+func (d *Deriver) relayLoop(ctx context.Context) {
+	t := time.NewTicker(d.cfg.RelayEvery)
+	defer t.Stop()
+	for {
+		for s := range d.store.Shards() {
+			if _, err := d.Relay(ctx, s, d.cfg.MinIdle); err != nil && ctx.Err() == nil {
+				d.log.Warn("relay", "shard", s, "err", err)
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
+}
+
+// Relay claims the records of shard pending longer than minIdle (their
+// consumer crashed or failed) and runs them again; a record delivered more
+// than MaxRuns times is set aside as poison. It returns how many it ran.
+func (d *Deriver) Relay(ctx context.Context, shard int, minIdle time.Duration) (int, error) {
+	stream := d.store.StreamKey(shard)
+	pend, err := d.rdb.XPendingExt(ctx, &redis.XPendingExtArgs{
+		Stream: stream, Group: group, Idle: minIdle, Start: "-", End: "+", Count: 100,
+	}).Result()
+	if err != nil {
+		if strings.HasPrefix(err.Error(), "NOGROUP") {
+			return 0, d.ensureGroup(ctx, shard)
+		}
+		return 0, fmt.Errorf("pending on ingest shard %d: %w", shard, err)
+	}
+	n := 0
+	for _, p := range pend {
+		msgs, err := d.rdb.XClaim(ctx, &redis.XClaimArgs{
+			Stream: stream, Group: group, Consumer: d.consumer, MinIdle: minIdle, Messages: []string{p.ID},
+		}).Result()
+		if err != nil {
+			return n, fmt.Errorf("claim %s: %w", p.ID, err)
+		}
+		if len(msgs) == 0 { // trimmed away, or claimed by another relay
+			continue
+		}
+		if p.RetryCount >= d.cfg.MaxRuns {
+			rec := ingest.ParseRecord(shard, msgs[0])
+			if _, err := d.poison(ctx, rec, fmt.Sprintf("failed %d times", p.RetryCount)); err != nil {
+				return n, err
+			}
+			d.m.derived.WithLabelValues("poison").Inc()
+			_ = d.rdb.XAck(ctx, stream, group, p.ID).Err()
+			continue
+		}
+		d.m.relayed.Inc()
+		d.handle(ctx, shard, msgs[0])
+		n++
+	}
+	return n, nil
+}
+
+// backoff waits exponentially longer after each infrastructure error, up
+// to 5 s; such errors consume no attempt.
+type backoff struct{ d time.Duration }
+
+func newBackoff() *backoff { return &backoff{d: 50 * time.Millisecond} }
+func (b *backoff) reset()  { b.d = 50 * time.Millisecond }
+func (b *backoff) wait(ctx context.Context) {
+	select {
+	case <-ctx.Done():
+	case <-time.After(b.d):
+	}
+	b.d = min(b.d*2, 5*time.Second)
+}
