@@ -1,0 +1,173 @@
+package ingest_test
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"testing"
+	"time"
+
+	"github.com/alicebob/miniredis/v2"
+	"github.com/redis/go-redis/v9"
+
+	"github.com/wakegate/wakegate/delivery/ingest"
+	"github.com/wakegate/wakegate/delivery/journal"
+	"github.com/wakegate/wakegate/delivery/redistest"
+	"github.com/wakegate/wakegate/delivery/sessions"
+	"github.com/wakegate/wakegate/providers/event"
+)
+
+// backends runs a test on real Redis and on miniredis (the embedded serve).
+func backends(t *testing.T, f func(t *testing.T, rdb redis.UniversalClient, j *journal.Journal)) {
+	t.Run("redis", func(t *testing.T) {
+		rdb, prefix := redistest.New(t)
+		f(t, rdb, journal.New(rdb, journal.Config{Prefix: prefix, Shards: 4}))
+	})
+	t.Run("miniredis", func(t *testing.T) {
+		mr := miniredis.RunT(t)
+		rdb := redis.NewClient(&redis.Options{Addr: mr.Addr()})
+		f(t, rdb, journal.New(rdb, journal.Config{Prefix: "wg", Shards: 4}))
+	})
+}
+
+func fixture(t *testing.T) []byte {
+	b, err := os.ReadFile("../../../shared/fixtures/github/octokit/pull_request/opened.payload.json")
+	if err != nil {
+		t.Fatalf("fixture: %v", err)
+	}
+	return b
+}
+
+func TestCommitDelivery(t *testing.T) {
+	backends(t, func(t *testing.T, rdb redis.UniversalClient, j *journal.Journal) {
+		ctx := context.Background()
+		s := ingest.New(rdb, j)
+		body := fixture(t)
+		d := &ingest.Delivery{GUID: "g1", Event: "pull_request", Hook: "42", ContentType: "application/json",
+			Repo: "Codertocat/Hello-World", Workspace: "default", Body: body, Received: time.Unix(1700000000, 0)}
+		steps := []struct {
+			name string
+			d    ingest.Delivery
+			want ingest.Outcome
+		}{
+			{"first", *d, ingest.Committed},
+			{"same guid again (a redelivery)", *d, ingest.DuplicateGUID},
+			{"same body under a fresh guid (a replay)", withGUID(*d, "g2"), ingest.DuplicateBody},
+			{"same guid from another hook", withHook(withBody(*d, append([]byte(" "), body...)), "43"), ingest.Committed},
+			{"operator redelivery passes", withReplay(*d), ingest.Committed},
+		}
+		for _, st := range steps {
+			got, err := s.CommitDelivery(ctx, &st.d)
+			if err != nil || got != st.want {
+				t.Fatalf("%s: outcome %v err %v, want %v", st.name, got, err, st.want)
+			}
+		}
+		// Three ingest records: first, other hook, replay; the duplicates wrote none.
+		n := 0
+		for shard := range s.Shards() {
+			msgs, err := rdb.XRange(ctx, s.StreamKey(shard), "-", "+").Result()
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, m := range msgs {
+				n++
+				rec := ingest.ParseRecord(shard, m)
+				raw, err := s.Raw(ctx, rec)
+				if err != nil {
+					t.Fatalf("raw of %+v: %v", rec, err)
+				}
+				if raw.Event != "pull_request" || raw.Workspace != "default" || len(raw.Body) < len(body) {
+					t.Fatalf("raw round trip: %+v", raw)
+				}
+			}
+		}
+		if n != 3 {
+			t.Fatalf("%d ingest records, want 3", n)
+		}
+		ignored := withGUID(withBody(*d, []byte(`{"zen":"x"}`)), "g9")
+		ignored.Ignored = "event not mapped"
+		if got, err := s.CommitDelivery(ctx, &ignored); err != nil || got != ingest.Committed {
+			t.Fatalf("ignored: %v %v", got, err)
+		}
+	})
+}
+
+func withGUID(d ingest.Delivery, g string) ingest.Delivery { d.GUID = g; return d }
+func withHook(d ingest.Delivery, h string) ingest.Delivery { d.Hook = h; return d }
+func withBody(d ingest.Delivery, b []byte) ingest.Delivery { d.Body = b; return d }
+func withReplay(d ingest.Delivery) ingest.Delivery         { d.Replay = true; return d }
+
+func agentEvent(ws, pusher, session, id, typ string) *event.Event {
+	return &event.Event{SpecVersion: "1.0", ID: id, Source: event.AgentSource(ws, pusher), Type: typ,
+		Subject: event.SessionSubject(session), Workspace: ws, SessionID: session, Time: time.Unix(1700000000, 0).UTC(),
+		Priority: event.Info, CoalesceKey: event.SessionSubject(session)}
+}
+
+func TestCommitEvents(t *testing.T) {
+	backends(t, func(t *testing.T, rdb redis.UniversalClient, j *journal.Journal) {
+		ctx := context.Background()
+		s := ingest.New(rdb, j)
+		reg := sessions.New(rdb, j, time.Minute)
+		now := time.Now()
+		// The parent spawns a child; the child then pushes about itself.
+		res, err := s.CommitEvents(ctx, "ws", "session:boss", []ingest.Item{
+			{Event: agentEvent("ws", "session:boss", "boss", "1", "session.spawned"), Journal: true},
+		}, now)
+		if err != nil || res[0].Duplicate {
+			t.Fatalf("spawn boss: %+v %v", res, err)
+		}
+		lineage, err := reg.LineageFor(ctx, "ws", "kid", "boss", now)
+		if err != nil {
+			t.Fatal(err)
+		}
+		items := []ingest.Item{
+			{Event: agentEvent("ws", "session:kid", "kid", "1", "session.spawned"), Parent: "boss", Lineage: lineage, Labels: []string{"team-a"}, Journal: true},
+			{Event: agentEvent("ws", "session:kid", "kid", "2", "session.turn_started"), Journal: true},
+			{Event: agentEvent("ws", "session:kid", "kid", "hb", "session.heartbeat"), Journal: false},
+		}
+		res, err = s.CommitEvents(ctx, "ws", "session:kid", items, now)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if res[0].Duplicate || res[1].Duplicate || res[0].Seq == "" || res[2].Seq != "" {
+			t.Fatalf("results %+v", res)
+		}
+		// Same push again: duplicates, same seqs, nothing applied twice.
+		again, err := s.CommitEvents(ctx, "ws", "session:kid", items, now)
+		if err != nil || !again[0].Duplicate || again[0].Seq != res[0].Seq || again[1].Seq != res[1].Seq {
+			t.Fatalf("retry: %+v %v (first %+v)", again, err, res)
+		}
+		e, err := j.Get(ctx, res[1].Seq)
+		if err != nil || e == nil {
+			t.Fatalf("get: %v %v", e, err)
+		}
+		if fmt.Sprint(e.Lineage) != "[boss]" {
+			t.Fatalf("lineage stamped %v, want [boss]", e.Lineage)
+		}
+		kid, err := reg.Get(ctx, "ws", "session:kid", now)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if kid.Parent != "boss" || kid.Busy != "busy" || kid.Liveness != sessions.Live || fmt.Sprint(kid.Labels) != "[team-a]" {
+			t.Fatalf("kid record %+v", kid)
+		}
+		// A second parent is never recorded.
+		other := agentEvent("ws", "session:kid", "kid", "3", "session.spawned")
+		if _, err := s.CommitEvents(ctx, "ws", "session:kid", []ingest.Item{{Event: other, Parent: "x", Lineage: []string{"x"}, Journal: true}}, now); err != nil {
+			t.Fatal(err)
+		}
+		if kid, _ = reg.Get(ctx, "ws", "session:kid", now); kid.Parent != "boss" {
+			t.Fatalf("parent changed to %q", kid.Parent)
+		}
+		if _, err := reg.LineageFor(ctx, "ws", "boss", "kid", now); err == nil {
+			t.Fatal("a cycle boss→kid→boss was not refused")
+		}
+		// Liveness: silent past the TTL is dead; exited is dead.
+		if kid, _ = reg.Get(ctx, "ws", "session:kid", now.Add(2*time.Minute)); kid.Liveness != sessions.Dead {
+			t.Fatalf("silent kid is %s", kid.Liveness)
+		}
+		if u, _ := reg.Get(ctx, "ws", "session:never", now); u.Liveness != sessions.Unknown || u.Busy != "unknown" {
+			t.Fatalf("never-seen party %+v", u)
+		}
+	})
+}
