@@ -48,7 +48,7 @@ func (s *Server) pushEvents(c *gin.Context) {
 		return
 	}
 	now := s.cfg.Now()
-	if wait, ok := s.limiter.allow(claims.Workspace, claims.Subject+"\x00"+strconv.FormatInt(claims.IssuedAt.Unix(), 10), len(raw), now); !ok {
+	if wait, ok := s.limiter.allow(claims.Workspace, tokenKey(claims), len(raw), now); !ok {
 		p := newProblem(http.StatusTooManyRequests, "rate-limited", "ingest rate limit reached for this workspace or token")
 		p.retryAfter = wait
 		abort(c, p)
@@ -99,6 +99,19 @@ func (s *Server) pushEvents(c *gin.Context) {
 		status = http.StatusOK
 	}
 	c.JSON(status, out)
+}
+
+// tokenKey names a token for its rate limit: its id, else its party and
+// issue time.
+func tokenKey(c *agent.Claims) string {
+	if c.ID != "" {
+		return c.Workspace + "\x00" + c.ID
+	}
+	k := c.Workspace + "\x00" + c.Subject
+	if c.IssuedAt != nil {
+		k += "\x00" + strconv.FormatInt(c.IssuedAt.Unix(), 10)
+	}
+	return k
 }
 
 // resolve does what must happen before the commit: lineage for new
