@@ -38,17 +38,18 @@ type Result struct {
 // KEYS: "<tag>:journal" of every shard the items go to, then the registry
 // key of every item, in item order.
 // ARGV[1..3] journal.AppendArgs; ARGV[4] now (ms); ARGV[5] workspace;
-// ARGV[6] item count n; then 12 values per item: tag, event JSON, source,
+// ARGV[6] item count n; then 15 values per item: tag, event JSON, source,
 // id, type, parent, lineage JSON, labels JSON, paused_until ms, reason,
 // seen ("1" when the pusher is the item's session), journal ("0" for a
-// heartbeat: registry only).
+// heartbeat: registry only), and for a terminal event its subject, time
+// and summary (else three "").
 // Returns per item {stream id or "", 1 appended | 0 duplicate}.
 var commitEventsScript = redis.NewScript(journal.AppendLua + sessions.RegistryLua + `
 wg_config(ARGV[1], ARGV[2], ARGV[3])
 local now, ws, n = ARGV[4], ARGV[5], tonumber(ARGV[6])
 local out = {}
 for i = 1, n do
-  local b = 6 + (i - 1) * 12
+  local b = 6 + (i - 1) * 15
   local tag, ev, source, id, typ = ARGV[b+1], ARGV[b+2], ARGV[b+3], ARGV[b+4], ARGV[b+5]
   local seen, journal = ARGV[b+11], ARGV[b+12]
   local regkey = KEYS[#KEYS - n + i]
@@ -67,6 +68,9 @@ for i = 1, n do
       ev = string.sub(ev, 1, -2) .. ',"lineage":' .. lineage .. '}'
     end
     local sid, added = wg_append(tag, ev, ws, source, id)
+    if added == 1 and ARGV[b+13] ~= '' then
+      wg_terminal(tag, ws, ARGV[b+13], typ, ARGV[b+14], ARGV[b+15], sid)
+    end
     out[i] = {sid, added}
   end
 end
@@ -105,6 +109,11 @@ func (s *Store) CommitEvents(ctx context.Context, workspace, pusher string, item
 		}
 		args = append(args, s.j.Tag(shard), body, e.Source, e.ID, e.Type, it.Parent,
 			string(lineage), string(labels), paused, it.Reason, flag(e.Subject == pusher), flag(it.Journal))
+		if e.Terminal {
+			args = append(args, e.Subject, e.Time.UTC().Format(time.RFC3339Nano), e.Summary)
+		} else {
+			args = append(args, "", "", "")
+		}
 	}
 	res, err := commitEventsScript.Run(ctx, s.rdb, append(streams, regKeys...), args...).Slice()
 	if err != nil {

@@ -162,6 +162,24 @@ func TestCommitEvents(t *testing.T) {
 		if _, err := reg.LineageFor(ctx, "ws", "boss", "kid", now); err == nil {
 			t.Fatal("a cycle boss→kid→boss was not refused")
 		}
+		// An exit is terminal: the subject gets its compact record, the
+		// session is dead.
+		exit := agentEvent("ws", "session:kid", "kid", "4", "session.exited")
+		exit.Terminal, exit.Summary = true, "done"
+		res, err = s.CommitEvents(ctx, "ws", "session:kid", []ingest.Item{{Event: exit, Journal: true}}, now)
+		if err != nil {
+			t.Fatal(err)
+		}
+		term, err := j.TerminalOf(ctx, "ws", "session:kid")
+		if err != nil || term == nil || term.Type != "session.exited" || term.Summary != "done" || term.Seq != res[0].Seq {
+			t.Fatalf("terminal record %+v, %v", term, err)
+		}
+		if kid, _ = reg.Get(ctx, "ws", "session:kid", now); kid.Liveness != sessions.Dead {
+			t.Fatalf("exited kid is %s", kid.Liveness)
+		}
+		if term, _ := j.TerminalOf(ctx, "ws", "session:boss"); term != nil {
+			t.Fatalf("boss has a terminal record %+v", term)
+		}
 		// Liveness: silent past the TTL is dead; exited is dead.
 		if kid, _ = reg.Get(ctx, "ws", "session:kid", now.Add(2*time.Minute)); kid.Liveness != sessions.Dead {
 			t.Fatalf("silent kid is %s", kid.Liveness)

@@ -112,6 +112,11 @@ func (j *Journal) AppendArgs() []any {
 //
 // Keys it touches are all under tag: "<tag>:journal" and "<tag>:eid:<sha1>".
 // Callers list "<tag>:journal" in KEYS so the script is routed to its slot.
+//
+//	wg_terminal(tag, ws, subject, type, time, summary, sid)
+//	  records the compact terminal record of a subject (DESIGN §3
+//	  DeathWatch) in "<tag>:term:<ws>:<subject>", kept 30 days: callers
+//	  call it after appending a terminal event.
 const AppendLua = `
 local wg_ttl, wg_maxlen, wg_notify
 local function wg_config(ttl, maxlen, notify)
@@ -126,17 +131,26 @@ local function wg_append(tag, ev, ws, source, id)
   redis.call('PUBLISH', wg_notify .. ws, tag)
   return sid, 1
 end
+local function wg_terminal(tag, ws, subject, typ, time, summary, sid)
+  local k = tag .. ':term:' .. ws .. ':' .. subject
+  redis.call('HSET', k, 'type', typ, 'time', time, 'summary', summary, 'sid', sid)
+  redis.call('EXPIRE', k, 2592000)
+end
 `
 
 // appendScript journals one event idempotently.
 //
 // KEYS[1] = "<tag>:journal" of the event's shard
 // ARGV[1..3] = AppendArgs; ARGV[4] = tag, ARGV[5] = event JSON,
-// ARGV[6] = workspace, ARGV[7] = source, ARGV[8] = id
+// ARGV[6] = workspace, ARGV[7] = source, ARGV[8] = id; for a terminal
+// event ARGV[9..12] = subject, type, time, summary (else absent).
 // Returns {stream id, 1 if appended else 0}.
 var appendScript = redis.NewScript(AppendLua + `
 wg_config(ARGV[1], ARGV[2], ARGV[3])
 local sid, added = wg_append(ARGV[4], ARGV[5], ARGV[6], ARGV[7], ARGV[8])
+if added == 1 and ARGV[9] then
+  wg_terminal(ARGV[4], ARGV[6], ARGV[9], ARGV[10], ARGV[11], ARGV[12], sid)
+end
 return {sid, added}
 `)
 
@@ -149,6 +163,9 @@ func (j *Journal) Append(ctx context.Context, e *event.Event) (seq string, added
 		return "", false, err
 	}
 	args := append(j.AppendArgs(), j.Tag(shard), body, e.Workspace, e.Source, e.ID)
+	if e.Terminal {
+		args = append(args, e.Subject, e.Type, e.Time.UTC().Format(time.RFC3339Nano), e.Summary)
+	}
 	res, err := appendScript.Run(ctx, j.rdb, []string{j.StreamKey(shard)}, args...).Slice()
 	if err != nil {
 		return "", false, fmt.Errorf("journal append %s: %w", e.ID, err)
@@ -181,4 +198,26 @@ func (j *Journal) Trim(ctx context.Context, now time.Time) error {
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// Terminal is the compact record of a subject that has ended.
+type Terminal struct {
+	Type    string `json:"type"`
+	Time    string `json:"time"`
+	Summary string `json:"summary,omitempty"`
+	Seq     string `json:"seq"`
+}
+
+// TerminalOf returns the terminal record of a subject, or nil while it
+// has not ended (or ended more than 30 days ago).
+func (j *Journal) TerminalOf(ctx context.Context, workspace, subject string) (*Terminal, error) {
+	shard := j.ShardOf(workspace, subject)
+	h, err := j.rdb.HGetAll(ctx, j.Tag(shard)+":term:"+workspace+":"+subject).Result()
+	if err != nil {
+		return nil, fmt.Errorf("terminal record of %s: %w", subject, err)
+	}
+	if len(h) == 0 {
+		return nil, nil
+	}
+	return &Terminal{Type: h["type"], Time: h["time"], Summary: h["summary"], Seq: FormatSeq(shard, h["sid"])}, nil
 }

@@ -126,7 +126,10 @@ end
 local function emit(e)
   if not e.coalescekey or e.coalescekey == '' then e.coalescekey = e.subject end
   local sid, added = wg_append(TAG, event_json(e), e.workspace, e.source, e.id)
-  if added == 1 then SIDS[#SIDS + 1] = sid end
+  if added == 1 then
+    SIDS[#SIDS + 1] = sid
+    if e.terminal then wg_terminal(TAG, e.workspace, e.subject, e.type, e.time, e.summary or '', sid) end
+  end
 end
 
 -- synth journals a state transition the tracker derived about PR n: type

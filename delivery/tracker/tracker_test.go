@@ -490,6 +490,11 @@ func TestClosedOnce(t *testing.T) {
 	if s := e.state(3); s.State != "closed" || !s.Merged {
 		t.Errorf("state %s merged %v", s.State, s.Merged)
 	}
+	// The compact terminal record outlives the journal (DeathWatch).
+	term, err := e.j.TerminalOf(e.ctx, e.ws, ev.Subject)
+	if err != nil || term == nil || term.Type != "github.pull_request.closed" || term.Seq != ev.Seq {
+		t.Errorf("terminal record %+v, %v; want the closed event at %s", term, err, ev.Seq)
+	}
 	// Nothing becomes ready after the close.
 	e.apply(e.run(shaA, "ci", github.ResultPass, at(110), 3))
 	e.wantCount("github.pull_request.ready", 0)
