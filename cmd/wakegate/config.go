@@ -137,7 +137,7 @@ func parseConfig(fs *flag.FlagSet, args []string, getenv func(string) string) (*
 			v = *f
 		}
 		if err := s.set(c, v); err != nil {
-			return nil, fmt.Errorf("%s=%q: %w", s.env, redact(s, v), err)
+			return nil, fmt.Errorf("%s=%q: %w", s.env, v, err) // secrets' setters never fail
 		}
 	}
 	if !event.ValidID(c.RedisPrefix) {
@@ -160,13 +160,6 @@ func quoteDefault(d string) string {
 		return "none"
 	}
 	return d
-}
-
-func redact(s setting, v string) string {
-	if s.secret {
-		return "<redacted>"
-	}
-	return v
 }
 
 // parseBytes reads sizes such as 25MB, 512KB or 1048576.

@@ -1,0 +1,81 @@
+package main
+
+import (
+	"bytes"
+	"flag"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/wakegate/wakegate/providers/agent"
+)
+
+func TestParseConfig(t *testing.T) {
+	dir := t.TempDir()
+	secretFile := filepath.Join(dir, "secret")
+	if err := os.WriteFile(secretFile, []byte("from-file\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	tests := []struct {
+		name    string
+		args    []string
+		env     map[string]string
+		check   func(*config) bool
+		wantErr string
+	}{
+		{"defaults", nil, nil, func(c *config) bool {
+			return c.Addr == ":8080" && c.RedisPrefix == "wg" && c.Shards == 16 && c.Retention == 72*time.Hour && c.ReadySettle == time.Minute
+		}, ""},
+		{"env", nil, map[string]string{"WAKEGATE_ADDR": ":9000", "WAKEGATE_GITHUB_WEBHOOK_SECRETS": "new, old"}, func(c *config) bool {
+			return c.Addr == ":9000" && len(c.WebhookSecrets) == 2 && c.WebhookSecrets[1] == "old"
+		}, ""},
+		{"flag wins over env", []string{"--addr", ":7000"}, map[string]string{"WAKEGATE_ADDR": ":9000"}, func(c *config) bool {
+			return c.Addr == ":7000"
+		}, ""},
+		{"secret from file", nil, map[string]string{"WAKEGATE_JWT_HS256_SECRET_FILE": secretFile}, func(c *config) bool {
+			return c.JWTSecret == "from-file"
+		}, ""},
+		{"bad duration", nil, map[string]string{"WAKEGATE_SESSION_TTL": "soon"}, nil, "WAKEGATE_SESSION_TTL"},
+		{"bad workspaces", nil, map[string]string{"WAKEGATE_WORKSPACES": "org/repo"}, nil, "WAKEGATE_WORKSPACES"},
+		{"bad prefix", []string{"--redis-prefix", "a b"}, nil, nil, "WAKEGATE_REDIS_PREFIX"},
+		{"secrets are not flags", []string{"--jwt-hs256-secret", "x"}, nil, nil, "flag provided but not defined"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			fs := flag.NewFlagSet("test", flag.ContinueOnError)
+			fs.SetOutput(io.Discard)
+			c, err := parseConfig(fs, tt.args, func(k string) string { return tt.env[k] })
+			if tt.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
+					t.Fatalf("err = %v, want one naming %s", err, tt.wantErr)
+				}
+				return
+			}
+			if err != nil || !tt.check(c) {
+				t.Fatalf("config %+v, err %v", c, err)
+			}
+		})
+	}
+}
+
+func TestTokenCommand(t *testing.T) {
+	t.Setenv("WAKEGATE_JWT_HS256_SECRET", "k")
+	var out, errb bytes.Buffer
+	if code := run([]string{"token", "--sub", "session:abc", "--workspace", "team", "--scope", "events:push inbox", "--ttl", "1h"}, &out, &errb); code != 0 {
+		t.Fatalf("exit %d: %s", code, errb.String())
+	}
+	v, err := agent.NewVerifier(agent.VerifierConfig{HS256Secret: []byte("k")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := v.Verify(strings.TrimSpace(out.String()))
+	if err != nil || c.Subject != "session:abc" || c.Workspace != "team" || !c.Has("inbox") || c.Has("admin") {
+		t.Fatalf("claims %+v, %v", c, err)
+	}
+	if code := run([]string{"token"}, &out, &errb); code == 0 {
+		t.Fatal("token without --sub succeeded")
+	}
+}
