@@ -92,21 +92,23 @@ func runService(ctx context.Context, role string, args []string, stdout, stderr 
 	reg2 := sessions.New(rdb, j, cfg.SessionTTL)
 
 	var run group
-	if role == "serve" || role == "gateway" {
-		gw, err := buildGateway(cfg, rdb, j, store, reg2, tr, log, reg)
-		if err != nil {
-			return err
-		}
-		run.add(gw.Run)
-	}
+	var ready func() error // a worker's own readiness: its consumers are running
 	if role == "serve" || role == "worker" {
 		d := derive.New(rdb, store, tr, log, reg, derive.Config{})
+		ready = d.Healthy
 		run.add(d.Run)
 		run.add(tr.RunSettler)
 		run.add(func(ctx context.Context) error { return trimLoop(ctx, j, log) })
 		if role == "worker" {
-			run.add(func(ctx context.Context) error { return serveAdmin(ctx, cfg.WorkerAddr, rdb, reg, log) })
+			run.add(func(ctx context.Context) error { return serveAdmin(ctx, cfg.WorkerAddr, rdb, reg, ready, log) })
 		}
+	}
+	if role == "serve" || role == "gateway" {
+		gw, err := buildGateway(cfg, rdb, j, store, reg2, tr, ready, log, reg)
+		if err != nil {
+			return err
+		}
+		run.add(gw.Run)
 	}
 	log.Info("wakegate started", "role", role, "redis_prefix", cfg.RedisPrefix, "shards", cfg.Shards)
 	err = run.wait(ctx)
@@ -115,7 +117,7 @@ func runService(ctx context.Context, role string, args []string, stdout, stderr 
 }
 
 func buildGateway(cfg *config, rdb redis.UniversalClient, j *journal.Journal, store *ingest.Store, reg2 *sessions.Registry,
-	tr *tracker.Tracker, log *slog.Logger, reg *prometheus.Registry) (*gateway.Server, error) {
+	tr *tracker.Tracker, ready func() error, log *slog.Logger, reg *prometheus.Registry) (*gateway.Server, error) {
 	if len(cfg.WebhookSecrets) == 0 {
 		return nil, errors.New("WAKEGATE_GITHUB_WEBHOOK_SECRETS is required: the gateway never accepts unsigned webhooks")
 	}
@@ -145,7 +147,7 @@ func buildGateway(cfg *config, rdb redis.UniversalClient, j *journal.Journal, st
 		MaxBody: maxBody, Limits: limits, TokenSecret: tokenSecret,
 	}, gateway.Deps{
 		Log: log, Redis: rdb, Journal: j, Ingest: store, Sessions: reg2, Linker: tr, Verifier: verifier,
-		Registry: reg, Gatherer: reg,
+		Registry: reg, Gatherer: reg, Ready: ready,
 	})
 }
 
@@ -252,11 +254,11 @@ func trimLoop(ctx context.Context, j *journal.Journal, log *slog.Logger) error {
 }
 
 // serveAdmin serves a worker's /healthz, /readyz and /metrics.
-func serveAdmin(ctx context.Context, addr string, rdb redis.UniversalClient, reg *prometheus.Registry, log *slog.Logger) error {
+func serveAdmin(ctx context.Context, addr string, rdb redis.UniversalClient, reg *prometheus.Registry, ready func() error, log *slog.Logger) error {
 	mux := http.NewServeMux()
 	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) { fmt.Fprintln(w, `{"status":"ok"}`) })
 	mux.HandleFunc("/readyz", func(w http.ResponseWriter, r *http.Request) {
-		if ctx.Err() != nil || rdb.Ping(r.Context()).Err() != nil {
+		if ctx.Err() != nil || rdb.Ping(r.Context()).Err() != nil || ready() != nil {
 			http.Error(w, `{"status":"unavailable"}`, http.StatusServiceUnavailable)
 			return
 		}

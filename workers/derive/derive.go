@@ -16,6 +16,7 @@ import (
 	"net/url"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -46,6 +47,7 @@ type Deriver struct {
 	cfg      Config
 	consumer string
 	m        *metrics
+	beats    []atomic.Int64 // per shard: when its consumer last came round (unix ms)
 }
 
 // New returns a deriver folding deliveries into tr.
@@ -65,7 +67,7 @@ func New(rdb redis.UniversalClient, store *ingest.Store, tr *tracker.Tracker, lo
 	var b [6]byte
 	_, _ = rand.Read(b[:])
 	return &Deriver{rdb: rdb, store: store, tracker: tr, log: log.With("component", "derive"), cfg: cfg,
-		consumer: "derive-" + hex.EncodeToString(b[:]), m: newMetrics(reg)}
+		consumer: "derive-" + hex.EncodeToString(b[:]), m: newMetrics(reg), beats: make([]atomic.Int64, store.Shards())}
 }
 
 type metrics struct {
@@ -123,6 +125,7 @@ func (d *Deriver) consume(ctx context.Context, shard int) {
 	backoff := newBackoff()
 	stream := d.store.StreamKey(shard)
 	for ctx.Err() == nil {
+		d.beats[shard].Store(time.Now().UnixMilli())
 		res, err := d.rdb.XReadGroup(ctx, &redis.XReadGroupArgs{
 			Group: group, Consumer: d.consumer, Streams: []string{stream, ">"}, Count: 64, Block: 2 * time.Second,
 		}).Result()
@@ -147,6 +150,19 @@ func (d *Deriver) consume(ctx context.Context, shard int) {
 			}
 		}
 	}
+}
+
+// Healthy reports whether every shard's consumer came round recently: a
+// consumer blocks at most 2 s per read, so 15 s of silence means it is
+// stuck (or Run has not started).
+func (d *Deriver) Healthy() error {
+	cutoff := time.Now().Add(-15 * time.Second).UnixMilli()
+	for s := range d.beats {
+		if d.beats[s].Load() < cutoff {
+			return fmt.Errorf("derive consumer of ingest shard %d is not running", s)
+		}
+	}
+	return nil
 }
 
 // handle derives one record and acknowledges it unless it must run again.
