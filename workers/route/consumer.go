@@ -1,0 +1,391 @@
+// Package route consumes the journal and routes each event to the parties
+// that must hear it. This file is the consumption: each journal shard is
+// read by exactly one worker at a time, under a Redis lease with a fencing
+// epoch; a worker that dies loses its leases when they expire (TTL ≤ 10 s)
+// and another takes its shards over. More workers own more shards: each
+// takes at most its fair share of the shards while other workers live.
+package route
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promauto"
+	"github.com/redis/go-redis/v9"
+
+	"github.com/wakegate/wakegate/delivery/journal"
+	"github.com/wakegate/wakegate/providers/event"
+)
+
+// ErrPermanent marks a handler error that will not go away by retrying
+// (a bug, bad data): it counts toward setting the event aside as poison.
+// Any other handler error is an infrastructure error: retried with capped
+// backoff, consuming no attempt.
+var ErrPermanent = errors.New("permanent")
+
+// Handler handles one journaled event. It must be idempotent: after a
+// crash or a takeover an event may be handled again.
+type Handler func(ctx context.Context, shard int, e *event.Event) error
+
+// ConsumerConfig tunes consumption. Zero values take the defaults.
+type ConsumerConfig struct {
+	LeaseTTL    time.Duration // default 10s
+	MaxAttempts int           // permanent failures before poison; default 5
+	Batch       int64         // entries read at once; default 100
+}
+
+// Consumer owns journal shards and feeds their events to a handler.
+type Consumer struct {
+	rdb     redis.UniversalClient
+	j       *journal.Journal
+	handle  Handler
+	log     *slog.Logger
+	cfg     ConsumerConfig
+	owner   string
+	m       *consumerMetrics
+	mu      sync.Mutex
+	running map[int]context.CancelFunc // shards this consumer works
+	done    sync.WaitGroup
+}
+
+// NewConsumer returns a consumer; owner names this worker process.
+func NewConsumer(rdb redis.UniversalClient, j *journal.Journal, h Handler, log *slog.Logger, reg prometheus.Registerer, cfg ConsumerConfig) *Consumer {
+	if cfg.LeaseTTL <= 0 {
+		cfg.LeaseTTL = 10 * time.Second
+	}
+	if cfg.MaxAttempts <= 0 {
+		cfg.MaxAttempts = 5
+	}
+	if cfg.Batch <= 0 {
+		cfg.Batch = 100
+	}
+	var b [6]byte
+	_, _ = rand.Read(b[:])
+	return &Consumer{rdb: rdb, j: j, handle: h, log: log.With("component", "route"), cfg: cfg,
+		owner: "w-" + hex.EncodeToString(b[:]), m: newConsumerMetrics(reg), running: map[int]context.CancelFunc{}}
+}
+
+type consumerMetrics struct {
+	held    prometheus.Gauge
+	handled *prometheus.CounterVec
+	lag     prometheus.Gauge
+}
+
+func newConsumerMetrics(reg prometheus.Registerer) *consumerMetrics {
+	f := promauto.With(reg)
+	m := &consumerMetrics{
+		held: f.NewGauge(prometheus.GaugeOpts{Name: "wakegate_route_shards_held", Help: "Journal shards this worker holds."}),
+		handled: f.NewCounterVec(prometheus.CounterOpts{Name: "wakegate_route_events_total",
+			Help: "Journal events handled, by outcome."}, []string{"outcome"}),
+		lag: f.NewGauge(prometheus.GaugeOpts{Name: "wakegate_route_lag_seconds",
+			Help: "Age of the last event routed when it was routed."}),
+	}
+	for _, o := range []string{"routed", "retry", "failed", "poison"} {
+		m.handled.WithLabelValues(o)
+	}
+	return m
+}
+
+func (c *Consumer) leaseKey(shard int) string  { return c.j.Tag(shard) + ":lease" }
+func (c *Consumer) epochKey(shard int) string  { return c.j.Tag(shard) + ":epoch" }
+func (c *Consumer) cursorKey(shard int) string { return c.j.Tag(shard) + ":cursor" }
+func (c *Consumer) workersKey() string         { return c.j.Config().Prefix + ":route:workers" }
+
+// acquireScript takes a free lease.
+//
+// KEYS[1] lease, KEYS[2] epoch counter; ARGV[1] owner, ARGV[2] ttl ms.
+// Returns the new epoch, or 0 when the lease is held.
+var acquireScript = redis.NewScript(`
+if redis.call('EXISTS', KEYS[1]) == 1 then return 0 end
+local epoch = redis.call('INCR', KEYS[2])
+redis.call('SET', KEYS[1], ARGV[1] .. ':' .. epoch, 'PX', ARGV[2])
+return epoch
+`)
+
+// renewScript extends a lease its holder still holds.
+//
+// KEYS[1] lease; ARGV[1] "owner:epoch", ARGV[2] ttl ms, ARGV[3] "1" to
+// release instead. Returns 1 when held (and renewed or released), else 0.
+var renewScript = redis.NewScript(`
+if redis.call('GET', KEYS[1]) ~= ARGV[1] then return 0 end
+if ARGV[3] == '1' then redis.call('DEL', KEYS[1]) else redis.call('PEXPIRE', KEYS[1], ARGV[2]) end
+return 1
+`)
+
+// advanceScript moves a shard's cursor, fenced by the lease: a worker that
+// lost its lease (paused past the TTL) cannot move the new holder's cursor.
+//
+// KEYS[1] lease, KEYS[2] cursor; ARGV[1] "owner:epoch", ARGV[2] stream id.
+// Returns 1 when advanced, 0 when the lease is no longer this holder's.
+var advanceScript = redis.NewScript(`
+if redis.call('GET', KEYS[1]) ~= ARGV[1] then return 0 end
+redis.call('SET', KEYS[2], ARGV[2])
+return 1
+`)
+
+// Run takes and works shards until ctx is cancelled, then releases them.
+func (c *Consumer) Run(ctx context.Context) error {
+	tick := time.NewTicker(c.cfg.LeaseTTL / 4)
+	defer tick.Stop()
+	for {
+		c.balance(ctx)
+		select {
+		case <-ctx.Done():
+			c.stopAll()
+			return nil
+		case <-tick.C:
+		}
+	}
+}
+
+// balance heartbeats this worker and takes free shards up to its share.
+func (c *Consumer) balance(ctx context.Context) {
+	now := time.Now()
+	live, err := c.liveWorkers(ctx, now)
+	if err != nil {
+		if ctx.Err() == nil {
+			c.log.Warn("route heartbeat", "err", err)
+		}
+		return
+	}
+	shards := c.j.Config().Shards
+	share := (shards + live - 1) / live
+	c.mu.Lock()
+	held := len(c.running)
+	c.mu.Unlock()
+	if held > share { // a new worker came: give back what is over our share
+		c.giveBack(held - share)
+	}
+	for s := 0; s < shards && held < share; s++ {
+		c.mu.Lock()
+		_, mine := c.running[s]
+		c.mu.Unlock()
+		if mine {
+			continue
+		}
+		epoch, err := acquireScript.Run(ctx, c.rdb, []string{c.leaseKey(s), c.epochKey(s)}, c.owner, c.cfg.LeaseTTL.Milliseconds()).Int64()
+		if err != nil || epoch == 0 {
+			continue
+		}
+		held++
+		c.start(ctx, s, c.owner+":"+strconv.FormatInt(epoch, 10))
+	}
+}
+
+func (c *Consumer) liveWorkers(ctx context.Context, now time.Time) (int, error) {
+	pipe := c.rdb.TxPipeline()
+	pipe.ZAdd(ctx, c.workersKey(), redis.Z{Score: float64(now.UnixMilli()), Member: c.owner})
+	pipe.ZRemRangeByScore(ctx, c.workersKey(), "-inf", strconv.FormatInt(now.Add(-3*c.cfg.LeaseTTL).UnixMilli(), 10))
+	n := pipe.ZCard(ctx, c.workersKey())
+	if _, err := pipe.Exec(ctx); err != nil {
+		return 0, err
+	}
+	return max(int(n.Val()), 1), nil
+}
+
+func (c *Consumer) start(ctx context.Context, shard int, lease string) {
+	sctx, cancel := context.WithCancel(ctx)
+	c.mu.Lock()
+	c.running[shard] = cancel
+	c.m.held.Set(float64(len(c.running)))
+	c.mu.Unlock()
+	c.done.Add(1)
+	go func() {
+		defer c.done.Done()
+		c.work(sctx, shard, lease)
+		c.mu.Lock()
+		delete(c.running, shard)
+		c.m.held.Set(float64(len(c.running)))
+		c.mu.Unlock()
+		// Release so a successor need not wait for the TTL.
+		_ = renewScript.Run(context.Background(), c.rdb, []string{c.leaseKey(shard)}, lease, 0, "1").Err()
+	}()
+	c.log.Info("shard taken", "shard", shard, "lease", lease)
+}
+
+func (c *Consumer) giveBack(n int) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for s, cancel := range c.running {
+		if n == 0 {
+			return
+		}
+		cancel()
+		n--
+		c.log.Info("shard given back", "shard", s)
+	}
+}
+
+func (c *Consumer) stopAll() {
+	c.mu.Lock()
+	for _, cancel := range c.running {
+		cancel()
+	}
+	c.mu.Unlock()
+	c.done.Wait()
+}
+
+// work reads one shard from its cursor, in order, while the lease holds.
+func (c *Consumer) work(ctx context.Context, shard int, lease string) {
+	ctx, lost := context.WithCancel(ctx)
+	defer lost()
+	go c.keepLease(ctx, shard, lease, lost)
+	cursor, err := c.rdb.Get(ctx, c.cursorKey(shard)).Result()
+	if errors.Is(err, redis.Nil) {
+		cursor = "0-0"
+	} else if err != nil {
+		return
+	}
+	backoff := 50 * time.Millisecond
+	for ctx.Err() == nil {
+		res, err := c.rdb.XRead(ctx, &redis.XReadArgs{Streams: []string{c.j.StreamKey(shard), cursor},
+			Count: c.cfg.Batch, Block: c.cfg.LeaseTTL / 5}).Result()
+		if errors.Is(err, redis.Nil) {
+			continue
+		}
+		if err != nil {
+			if ctx.Err() == nil {
+				c.log.Warn("read journal shard", "shard", shard, "err", err)
+				sleep(ctx, backoff)
+				backoff = min(2*backoff, 5*time.Second)
+			}
+			continue
+		}
+		backoff = 50 * time.Millisecond
+		for _, m := range res[0].Messages {
+			if !c.process(ctx, shard, m) {
+				return
+			}
+			ok, err := advanceScript.Run(ctx, c.rdb, []string{c.leaseKey(shard), c.cursorKey(shard)}, lease, m.ID).Int()
+			if err != nil {
+				return // the event is handled again by whoever resumes: idempotent
+			}
+			if ok == 0 {
+				c.log.Warn("shard lease lost while routing", "shard", shard, "lease", lease)
+				return
+			}
+			cursor = m.ID
+		}
+	}
+}
+
+// keepLease renews the lease every third of its TTL, also while an event
+// is being retried, and calls lost once it is no longer ours (or cannot be
+// confirmed for a whole TTL).
+func (c *Consumer) keepLease(ctx context.Context, shard int, lease string, lost context.CancelFunc) {
+	t := time.NewTicker(c.cfg.LeaseTTL / 3)
+	defer t.Stop()
+	renewed := time.Now()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		ok, err := renewScript.Run(ctx, c.rdb, []string{c.leaseKey(shard)}, lease, c.cfg.LeaseTTL.Milliseconds(), "0").Int()
+		switch {
+		case err == nil && ok == 1:
+			renewed = time.Now()
+		case err == nil:
+			c.log.Warn("shard lease lost", "shard", shard, "lease", lease)
+			lost()
+			return
+		case time.Since(renewed) > c.cfg.LeaseTTL:
+			lost() // cannot tell whether we still hold it: stop
+			return
+		}
+	}
+}
+
+// process handles one entry until it succeeds, is set aside, or ctx ends;
+// it reports whether to go on.
+func (c *Consumer) process(ctx context.Context, shard int, m redis.XMessage) bool {
+	e, err := journal.Decode(shard, m)
+	if err != nil {
+		c.poison(ctx, shard, m.ID, err.Error())
+		return true
+	}
+	attempts := 0
+	backoff := 50 * time.Millisecond
+	for ctx.Err() == nil {
+		err := c.safeHandle(ctx, shard, e)
+		if err == nil {
+			c.m.handled.WithLabelValues("routed").Inc()
+			c.m.lag.Set(time.Since(streamTime(m.ID)).Seconds())
+			return true
+		}
+		if errors.Is(err, ErrPermanent) {
+			attempts++
+			c.m.handled.WithLabelValues("failed").Inc()
+			if attempts >= c.cfg.MaxAttempts {
+				c.poison(ctx, shard, m.ID, err.Error())
+				return true
+			}
+		} else {
+			c.m.handled.WithLabelValues("retry").Inc()
+		}
+		if ctx.Err() == nil {
+			c.log.Warn("route event failed", "shard", shard, "event_id", e.ID, "attempt", attempts, "err", err)
+		}
+		sleep(ctx, backoff)
+		backoff = min(2*backoff, 5*time.Second)
+	}
+	return false
+}
+
+func (c *Consumer) safeHandle(ctx context.Context, shard int, e *event.Event) (err error) {
+	defer func() {
+		if v := recover(); v != nil {
+			err = fmt.Errorf("panic routing %s: %v: %w", e.ID, v, ErrPermanent)
+		}
+	}()
+	return c.handle(ctx, shard, e)
+}
+
+// poison sets an event aside with its reason; routing goes on.
+func (c *Consumer) poison(ctx context.Context, shard int, id, reason string) {
+	c.m.handled.WithLabelValues("poison").Inc()
+	c.log.Error("journal event set aside as poison", "shard", shard, "seq", journal.FormatSeq(shard, id), "reason", reason)
+	_ = c.rdb.XAdd(ctx, &redis.XAddArgs{Stream: c.j.Tag(shard) + ":route:poison", MaxLen: 10000, Approx: true,
+		Values: []any{"seq", journal.FormatSeq(shard, id), "reason", reason, "at", time.Now().UnixMilli()}}).Err()
+}
+
+// Poisoned lists the events of a shard set aside, newest last.
+func (c *Consumer) Poisoned(ctx context.Context, shard int) ([]redis.XMessage, error) {
+	return c.rdb.XRange(ctx, c.j.Tag(shard)+":route:poison", "-", "+").Result()
+}
+
+// Held lists the shards this consumer works now.
+func (c *Consumer) Held() []int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	var out []int
+	for s := range c.running {
+		out = append(out, s)
+	}
+	return out
+}
+
+func streamTime(id string) time.Time {
+	ms, _, _ := strings.Cut(id, "-")
+	n, _ := strconv.ParseInt(ms, 10, 64)
+	return time.UnixMilli(n)
+}
+
+func sleep(ctx context.Context, d time.Duration) {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+	case <-t.C:
+	}
+}

@@ -1,0 +1,180 @@
+package route
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/wakegate/wakegate/delivery/journal"
+	"github.com/wakegate/wakegate/delivery/redistest"
+	"github.com/wakegate/wakegate/providers/event"
+)
+
+// recorder is an idempotent handler that remembers what it saw, in order.
+type recorder struct {
+	mu    sync.Mutex
+	seen  map[string]int   // event id → times handled
+	order map[int][]string // shard → seqs in handling order
+	fail  func(e *event.Event) error
+}
+
+func newRecorder() *recorder { return &recorder{seen: map[string]int{}, order: map[int][]string{}} }
+
+func (r *recorder) handle(_ context.Context, shard int, e *event.Event) error {
+	if r.fail != nil {
+		if err := r.fail(e); err != nil {
+			return err
+		}
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.seen[e.ID]++
+	r.order[shard] = append(r.order[shard], e.Seq)
+	return nil
+}
+
+func (r *recorder) count() int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return len(r.seen)
+}
+
+func waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+func appendEvents(t *testing.T, j *journal.Journal, n int) {
+	t.Helper()
+	for i := range n {
+		e := &event.Event{SpecVersion: "1.0", ID: fmt.Sprint(i), Source: "//t", Type: "session.turn_ended",
+			Subject: fmt.Sprintf("session:s%d", i%13), Workspace: "ws", Time: time.Now().UTC()}
+		if _, _, err := j.Append(context.Background(), e); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+func quiet() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)) }
+
+func TestShardsAreSharedAndTakenOver(t *testing.T) {
+	rdb, prefix := redistest.New(t)
+	j := journal.New(rdb, journal.Config{Prefix: prefix, Shards: 4})
+	rec := newRecorder()
+	cfg := ConsumerConfig{LeaseTTL: time.Second}
+	a := NewConsumer(rdb, j, rec.handle, quiet(), prometheus.NewRegistry(), cfg)
+	b := NewConsumer(rdb, j, rec.handle, quiet(), prometheus.NewRegistry(), cfg)
+	ctxA, stopA := context.WithCancel(context.Background())
+	ctxB, stopB := context.WithCancel(context.Background())
+	defer stopB()
+	doneA := make(chan struct{})
+	go func() { _ = a.Run(ctxA); close(doneA) }()
+	waitFor(t, "a to hold every shard", func() bool { return len(a.Held()) == 4 })
+	go func() { _ = b.Run(ctxB) }()
+	waitFor(t, "the shards to be shared 2/2", func() bool { return len(a.Held()) == 2 && len(b.Held()) == 2 })
+	appendEvents(t, j, 300)
+	waitFor(t, "300 events routed", func() bool { return rec.count() == 300 })
+	stopA()
+	<-doneA
+	waitFor(t, "b to take every shard over", func() bool { return len(b.Held()) == 4 })
+	appendEvents(t, j, 400) // ids 0..399: 300 seen already, 100 new ones
+	waitFor(t, "400 events routed", func() bool { return rec.count() == 400 })
+
+	rec.mu.Lock()
+	defer rec.mu.Unlock()
+	for id, n := range rec.seen {
+		if n != 1 {
+			t.Errorf("event %s handled %d times", id, n)
+		}
+	}
+	for shard, seqs := range rec.order {
+		for i := 1; i < len(seqs); i++ {
+			_, prev, _ := journal.ParseSeq(seqs[i-1])
+			_, cur, _ := journal.ParseSeq(seqs[i])
+			if streamTime(cur).Before(streamTime(prev)) || prev == cur {
+				t.Fatalf("shard %d out of order: %s then %s", shard, seqs[i-1], seqs[i])
+			}
+		}
+	}
+}
+
+func TestExpiredLeaseOfADeadWorkerIsTakenOver(t *testing.T) {
+	rdb, prefix := redistest.New(t)
+	j := journal.New(rdb, journal.Config{Prefix: prefix, Shards: 1})
+	c := NewConsumer(rdb, j, newRecorder().handle, quiet(), prometheus.NewRegistry(), ConsumerConfig{LeaseTTL: time.Second})
+	// A worker that died holding the lease at epoch 7.
+	rdb.Set(context.Background(), c.epochKey(0), 7, 0)
+	rdb.Set(context.Background(), c.leaseKey(0), "w-dead:7", 1500*time.Millisecond)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go func() { _ = c.Run(ctx) }()
+	if len(c.Held()) != 0 {
+		t.Fatal("took a lease that was still held")
+	}
+	waitFor(t, "the dead worker's shard to be taken over", func() bool { return len(c.Held()) == 1 })
+	if v := rdb.Get(context.Background(), c.leaseKey(0)).Val(); v != c.owner+":8" {
+		t.Fatalf("lease %q, want epoch 8 for %s", v, c.owner)
+	}
+	// The dead worker, had it woken up, can no longer move the cursor.
+	ok, err := advanceScript.Run(context.Background(), rdb, []string{c.leaseKey(0), c.cursorKey(0)}, "w-dead:7", "9-9").Int()
+	if err != nil || ok != 0 {
+		t.Fatalf("a stale holder advanced the cursor: %v %v", ok, err)
+	}
+}
+
+func TestPoisonAndInfrastructureErrors(t *testing.T) {
+	rdb, prefix := redistest.New(t)
+	j := journal.New(rdb, journal.Config{Prefix: prefix, Shards: 1})
+	rec := newRecorder()
+	var mu sync.Mutex
+	infra := 0
+	rec.fail = func(e *event.Event) error {
+		switch e.ID {
+		case "3":
+			return fmt.Errorf("cannot route this: %w", ErrPermanent)
+		case "5":
+			mu.Lock()
+			defer mu.Unlock()
+			if infra < 4 { // more than MaxAttempts: infrastructure errors consume no attempt
+				infra++
+				return errors.New("redis: connection refused")
+			}
+		case "7":
+			panic("handler bug")
+		}
+		return nil
+	}
+	c := NewConsumer(rdb, j, rec.handle, quiet(), prometheus.NewRegistry(), ConsumerConfig{LeaseTTL: time.Second, MaxAttempts: 2})
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go func() { _ = c.Run(ctx) }()
+	appendEvents(t, j, 10)
+	waitFor(t, "the good events routed", func() bool { return rec.count() == 8 })
+	poison, err := c.Poisoned(ctx, 0)
+	if err != nil || len(poison) != 2 {
+		t.Fatalf("poison %v %v, want events 3 and 7", poison, err)
+	}
+	for _, p := range poison {
+		if p.Values["reason"] == "" {
+			t.Fatalf("poison without a reason: %v", p.Values)
+		}
+	}
+	rec.mu.Lock()
+	defer rec.mu.Unlock()
+	if rec.seen["5"] != 1 || rec.seen["3"] != 0 || rec.seen["7"] != 0 {
+		t.Fatalf("seen %v", rec.seen)
+	}
+}
