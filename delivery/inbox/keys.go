@@ -1,0 +1,66 @@
+package inbox
+
+import (
+	"crypto/sha1"
+	"encoding/hex"
+)
+
+// Key builders: the Go side of the layout inbox.lua documents. Every key of
+// one recipient starts with the deployment prefix (DESIGN §14) and carries
+// the recipient's hash tag, so each script touches one cluster slot:
+//
+//	<prefix>:{<prefix>:ib:<ws>:<party>}:n           string  last seq assigned (INCR)
+//	<prefix>:{<prefix>:ib:<ws>:<party>}:e           hash    coalesce key → entry
+//	<prefix>:{<prefix>:ib:<ws>:<party>}:u           zset    coalesce key scored by its entry's seq (the unacked entries)
+//	<prefix>:{<prefix>:ib:<ws>:<party>}:w           zset    coalesce key scored by the seq of its latest waking update
+//	<prefix>:{<prefix>:ib:<ws>:<party>}:d:<sha1>    string  dedup marker of one event, kept Retention
+//
+// Workspace and party ids cannot contain '{', '}' or anything but
+// [A-Za-z0-9._-] after the party's kind (DESIGN §2), so tags never collide.
+
+// Tag returns the hash tag every key of one recipient shares.
+func Tag(prefix, workspace, party string) string {
+	return "{" + prefixOr(prefix) + ":ib:" + workspace + ":" + party + "}"
+}
+
+// keys are the names of one recipient's keys.
+type keys struct {
+	base    string // <prefix>:<tag>
+	last    string // :n
+	entries string // :e
+	unacked string // :u
+	wakes   string // :w
+}
+
+func (b *Inbox) keysOf(workspace, party string) keys {
+	base := b.cfg.Prefix + ":" + Tag(b.cfg.Prefix, workspace, party)
+	return keys{
+		base:    base,
+		last:    base + ":n",
+		entries: base + ":e",
+		unacked: base + ":u",
+		wakes:   base + ":w",
+	}
+}
+
+// marker is the dedup marker of the event (source, id) in this inbox.
+func (k keys) marker(source, id string) string {
+	sum := sha1.Sum([]byte(source + "\x00" + id))
+	return k.base + ":d:" + hex.EncodeToString(sum[:])
+}
+
+// NotifyChannel is the Pub/Sub channel Deliver publishes to for a
+// recipient: payload "wake" when the update decided a wake or alert,
+// "update" otherwise. An empty prefix means the default "wg".
+func NotifyChannel(prefix, workspace, party string) string {
+	return notifyPrefix(prefix) + workspace + ":" + party
+}
+
+func notifyPrefix(prefix string) string { return prefixOr(prefix) + ":ib:notify:" }
+
+func prefixOr(prefix string) string {
+	if prefix == "" {
+		return defaultPrefix
+	}
+	return prefix
+}

@@ -1,0 +1,214 @@
+package inbox
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/wakegate/wakegate/providers/event"
+)
+
+// Page sizes of List (DESIGN §7 `limit`).
+const (
+	DefaultLimit = 100
+	MaxLimit     = 1000
+)
+
+// List returns a recipient's unacked entries in ascending seq: every one
+// without after (hasAfter false), else those with seq > after; at most
+// limit (≤ 0: DefaultLimit; capped at MaxLimit). next is the highest seq
+// returned or, when none is, after (with after) or the last seq assigned
+// (without), so a reader long-polls from it.
+func (b *Inbox) List(ctx context.Context, workspace, party string, after int64, hasAfter bool, limit int) (entries []Entry, next int64, err error) {
+	if err := checkRecipient(workspace, party); err != nil {
+		return nil, 0, err
+	}
+	if after < 0 {
+		return nil, 0, invalid("after %d", after)
+	}
+	if !hasAfter {
+		after = 0
+	}
+	if limit <= 0 {
+		limit = DefaultLimit
+	}
+	limit = min(limit, MaxLimit)
+	k := b.keysOf(workspace, party)
+	res, err := listScript.Run(ctx, b.rdb, []string{k.last, k.entries, k.unacked}, after, limit).Slice()
+	if err != nil {
+		return nil, 0, fmt.Errorf("list inbox of %s: %w", party, err)
+	}
+	last, _ := res[0].(int64)
+	next = last
+	if hasAfter {
+		next = after
+	}
+	for i := 1; i+2 < len(res); i += 3 {
+		seq, _ := res[i].(int64)
+		ck, _ := res[i+1].(string)
+		raw, _ := res[i+2].(string)
+		e, err := parseEntry(seq, ck, raw)
+		if err != nil {
+			return nil, 0, fmt.Errorf("list inbox of %s: %w", party, err)
+		}
+		entries = append(entries, e)
+		next = seq
+	}
+	return entries, next, nil
+}
+
+// meta is an entry's meta JSON (inbox.lua documents the short names).
+type meta struct {
+	HeadRank    int      `json:"hp"`
+	Rank        int      `json:"p"`
+	Count       int      `json:"n"`
+	Kind        string   `json:"k"`
+	Wake        bool     `json:"w"`
+	WakeSeq     string   `json:"ws"`
+	WakeType    string   `json:"wy"`
+	FirstAt     int64    `json:"f"`
+	LastAt      int64    `json:"l"`
+	IDs         []string `json:"i"`
+	Via         string   `json:"v"`
+	Redelivered bool     `json:"r"`
+	Waiter      bool     `json:"wa"`
+}
+
+var ranks = [...]event.Priority{event.Info, event.Attention, event.Critical}
+
+// parseEntry decodes a stored entry (inbox.lua documents the format).
+func parseEntry(seq int64, ck, raw string) (Entry, error) {
+	parts := strings.SplitN(raw, "\n", 4)
+	if len(parts) != 4 {
+		return Entry{}, fmt.Errorf("entry %d: %d parts", seq, len(parts))
+	}
+	var m meta
+	if err := json.Unmarshal([]byte(parts[0]), &m); err != nil {
+		return Entry{}, fmt.Errorf("entry %d: %w", seq, err)
+	}
+	if m.Rank < 0 || m.Rank >= len(ranks) {
+		return Entry{}, fmt.Errorf("entry %d: priority rank %d", seq, m.Rank)
+	}
+	var head struct {
+		Type    string `json:"type"`
+		Subject string `json:"subject"`
+		Summary string `json:"summary"`
+	}
+	if err := json.Unmarshal([]byte(parts[1]), &head); err != nil {
+		return Entry{}, fmt.Errorf("entry %d: headline: %w", seq, err)
+	}
+	e := Entry{
+		Seq:         seq,
+		CoalesceKey: ck,
+		Type:        head.Type,
+		Subject:     head.Subject,
+		Count:       m.Count,
+		Priority:    ranks[m.Rank],
+		Kind:        m.Kind,
+		Summary:     head.Summary,
+		FirstAt:     time.UnixMilli(m.FirstAt).UTC(),
+		LastAt:      time.UnixMilli(m.LastAt).UTC(),
+		Event:       json.RawMessage(parts[1]),
+		Latest:      json.RawMessage(parts[1]),
+		FoldedIDs:   m.IDs,
+		Via:         m.Via,
+		Redelivered: m.Redelivered,
+		Waiter:      m.Waiter,
+		Wake:        m.Wake,
+	}
+	if parts[2] != "" {
+		e.Latest = json.RawMessage(parts[2])
+	}
+	if parts[3] != "" {
+		e.Settings = json.RawMessage(parts[3])
+	}
+	if m.WakeSeq != "" {
+		var err error
+		if e.WakeSeq, err = strconv.ParseInt(m.WakeSeq, 10, 64); err != nil {
+			return Entry{}, fmt.Errorf("entry %d: wake seq: %w", seq, err)
+		}
+	}
+	return e, nil
+}
+
+// Ack acknowledges entries of a recipient: with through > 0 every unacked
+// entry with seq <= through, and exactly the entries whose current seq is
+// in seqs. An entry that has taken a newer seq (a fold its reader has not
+// seen) is not acknowledged by its old seq. It returns how many entries it
+// acked; a through or seq beyond the inbox's last assigned seq returns
+// ErrBeyondLast and acks nothing. Acked entries never come back.
+func (b *Inbox) Ack(ctx context.Context, workspace, party string, through int64, seqs []int64) (acked int, err error) {
+	if err := checkRecipient(workspace, party); err != nil {
+		return 0, err
+	}
+	if through < 0 {
+		return 0, invalid("through %d", through)
+	}
+	args := make([]any, 0, len(seqs)+1)
+	args = append(args, through)
+	for _, s := range seqs {
+		if s <= 0 {
+			return 0, invalid("seq %d", s)
+		}
+		args = append(args, s)
+	}
+	if through == 0 && len(seqs) == 0 {
+		return 0, nil
+	}
+	k := b.keysOf(workspace, party)
+	n, err := ackScript.Run(ctx, b.rdb, []string{k.last, k.entries, k.unacked, k.wakes}, args...).Int()
+	if err != nil {
+		return 0, fmt.Errorf("ack inbox of %s: %w", party, err)
+	}
+	if n < 0 {
+		return 0, ErrBeyondLast
+	}
+	return n, nil
+}
+
+// WakeAfter reports whether the recipient has an unacked entry whose latest
+// waking update has a seq > after (any unacked entry that ever woke,
+// without after): the long-poll's "return at once" test. An info fold moves
+// an entry to a new seq that did not decide a wake, but the wake it carries
+// still counts for a reader whose cursor is below it.
+func (b *Inbox) WakeAfter(ctx context.Context, workspace, party string, after int64, hasAfter bool) (bool, error) {
+	if err := checkRecipient(workspace, party); err != nil {
+		return false, err
+	}
+	if after < 0 {
+		return false, invalid("after %d", after)
+	}
+	if !hasAfter {
+		after = 0
+	}
+	k := b.keysOf(workspace, party)
+	got, err := b.rdb.ZRangeByScore(ctx, k.wakes, &redis.ZRangeBy{
+		Min: "(" + strconv.FormatInt(after, 10), Max: "+inf", Count: 1,
+	}).Result()
+	if err != nil {
+		return false, fmt.Errorf("wakes of %s: %w", party, err)
+	}
+	return len(got) > 0, nil
+}
+
+// Last returns the last seq assigned in a recipient's inbox, 0 before the
+// first delivery.
+func (b *Inbox) Last(ctx context.Context, workspace, party string) (int64, error) {
+	if err := checkRecipient(workspace, party); err != nil {
+		return 0, err
+	}
+	n, err := b.rdb.Get(ctx, b.keysOf(workspace, party).last).Int64()
+	if errors.Is(err, redis.Nil) {
+		return 0, nil
+	}
+	if err != nil {
+		return 0, fmt.Errorf("last seq of %s: %w", party, err)
+	}
+	return n, nil
+}
