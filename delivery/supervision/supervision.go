@@ -1,0 +1,407 @@
+// Package supervision keeps who supervises which session (DESIGN §6):
+// controller leases with fencing epochs, observer edges, the spawner as the
+// default controller, and a workspace's supervision settings.
+//
+// A session has at most one controller, holding a lease: it is granted
+// when free or when its holder is dead, moved by a takeover (which the
+// caller must be allowed to make), and every new holder gets the next
+// epoch, so a stale holder can be told apart. Observers are any number of
+// parties with no lease. Each edge has a scope: self (this session) or
+// subtree (it and every descendant, by lineage, resolved when an event is
+// routed).
+//
+// # Storage
+//
+// Every key of a workspace is under one hash tag, so one script reads the
+// edges of a session and all its ancestors (T = <prefix>:{sup:<workspace>}):
+//
+//	T:ctl:<session>  hash    holder, scope, epoch (epoch outlives a release,
+//	                         so epochs only grow)
+//	T:obs:<session>  hash    observer party → scope
+//	T:settings       string  the settings fields an admin has set, as JSON
+//	                         (defaults are not stored)
+package supervision
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/wakegate/wakegate/providers/event"
+)
+
+// Roles.
+const (
+	Controller = "controller"
+	Observer   = "observer"
+)
+
+// Scopes.
+const (
+	ScopeSelf    = "self"
+	ScopeSubtree = "subtree"
+)
+
+// Errors. ErrHeld is wrapped by *HeldError, which names the holder.
+var (
+	ErrInvalid   = errors.New("invalid supervision request") // 400
+	ErrHeld      = errors.New("controller lease held")       // 409
+	ErrForbidden = errors.New("takeover not allowed")        // 403
+	ErrNotFound  = errors.New("no such edge")                // 404
+)
+
+// HeldError is the answer to a controller request on a lease held by a
+// party that is not dead: the 409 problem carries Holder and Epoch.
+type HeldError struct {
+	Holder string
+	Epoch  int64
+}
+
+// Error names the holder and its epoch.
+func (e *HeldError) Error() string {
+	return fmt.Sprintf("controller lease held by %s (epoch %d)", e.Holder, e.Epoch)
+}
+
+// Unwrap makes errors.Is(err, ErrHeld) true.
+func (e *HeldError) Unwrap() error { return ErrHeld }
+
+// Edge is one supervision edge of a session.
+type Edge struct {
+	Session string `json:"session_id"`
+	Role    string `json:"role"` // controller | observer
+	Holder  string `json:"holder"`
+	Scope   string `json:"scope"` // self | subtree
+	Epoch   int64  `json:"epoch"` // the controller lease's fencing epoch; 0 for observers
+}
+
+// DeadFunc tells whether a party is dead (DESIGN §2): exited, or seen and
+// then silent past the session TTL. Unknown parties are not dead. The
+// caller wraps delivery/sessions' Registry.Get.
+type DeadFunc func(ctx context.Context, workspace, party string) (dead bool, err error)
+
+// Store reads and writes supervision edges and settings.
+type Store struct {
+	rdb    redis.UniversalClient
+	prefix string
+	dead   DeadFunc
+}
+
+// New returns a store whose keys start with prefix. dead decides whether a
+// lease holder may be replaced without a takeover; nil treats every party
+// as not dead.
+func New(rdb redis.UniversalClient, prefix string, dead DeadFunc) *Store {
+	if prefix == "" {
+		prefix = "wg"
+	}
+	if dead == nil {
+		dead = func(context.Context, string, string) (bool, error) { return false, nil }
+	}
+	return &Store{rdb: rdb, prefix: prefix, dead: dead}
+}
+
+func (s *Store) tag(ws string) string             { return s.prefix + ":{sup:" + ws + "}" }
+func (s *Store) ctlKey(ws, session string) string { return s.tag(ws) + ":ctl:" + session }
+func (s *Store) obsKey(ws, session string) string { return s.tag(ws) + ":obs:" + session }
+func (s *Store) settingsKey(ws string) string     { return s.tag(ws) + ":settings" }
+
+func validScope(scope string) bool { return scope == ScopeSelf || scope == ScopeSubtree }
+
+func partyOK(p string) bool {
+	_, err := event.ParseParty(p)
+	return err == nil
+}
+
+func invalid(format string, a ...any) error {
+	return fmt.Errorf("%w: "+format, append([]any{ErrInvalid}, a...)...)
+}
+
+func storage(what string, err error) error { return fmt.Errorf("%s: %w", what, err) }
+
+func epochOf(v any) int64 {
+	n, _ := strconv.ParseInt(fmt.Sprint(v), 10, 64)
+	return n
+}
+
+func strOf(v any) string {
+	s, _ := v.(string)
+	return s
+}
+
+func checkIDs(ws, session string) error {
+	if !event.ValidWorkspace(ws) {
+		return invalid("workspace %q", ws)
+	}
+	if !event.ValidID(session) {
+		return invalid("session id %q must match ^[A-Za-z0-9._-]{1,128}$", session)
+	}
+	return nil
+}
+
+// leaseScript grants, keeps or moves a controller lease.
+var leaseScript = redis.NewScript(`
+-- lease: take a session's controller lease.
+-- KEYS[1] T:ctl:<session>
+-- ARGV[1] caller party, ARGV[2] scope,
+-- ARGV[3] the holder to replace ('' = replace nobody), ARGV[4] its epoch
+-- Returns {status, holder, epoch, previous holder}:
+--   status 1 granted (free, or ARGV[3] still holds at ARGV[4]): epoch+1
+--   status 2 the caller holds it already: scope updated, same epoch
+--   status 0 held by someone else: nothing written
+local h = redis.call('HMGET', KEYS[1], 'holder', 'epoch')
+local holder = h[1] or ''
+local epoch = tonumber(h[2] or '0') or 0
+if holder == ARGV[1] then
+  redis.call('HSET', KEYS[1], 'scope', ARGV[2])
+  return {2, holder, epoch, ''}
+end
+if holder == '' or (ARGV[3] ~= '' and holder == ARGV[3] and epoch == tonumber(ARGV[4])) then
+  epoch = epoch + 1
+  redis.call('HSET', KEYS[1], 'holder', ARGV[1], 'scope', ARGV[2], 'epoch', epoch)
+  return {1, ARGV[1], epoch, holder}
+end
+return {0, holder, epoch, ''}
+`)
+
+// releaseScript lets the holder go of a lease.
+var releaseScript = redis.NewScript(`
+-- release: drop a controller lease if the caller holds it.
+-- KEYS[1] T:ctl:<session>
+-- ARGV[1] caller party
+-- Returns 1 when released, 0 when the caller does not hold it. The epoch
+-- stays, so the next holder's epoch is higher still.
+if redis.call('HGET', KEYS[1], 'holder') ~= ARGV[1] then return 0 end
+redis.call('HDEL', KEYS[1], 'holder', 'scope')
+return 1
+`)
+
+// defaultScript makes a parent its child's controller unless one is set.
+var defaultScript = redis.NewScript(`
+-- default controller: set the spawner as controller of a new session.
+-- KEYS[1] T:ctl:<child>
+-- ARGV[1] the parent's party (session:<parent>)
+-- Returns 1 when set (scope subtree, epoch+1), 0 when the child already
+-- had a controller (nothing written).
+local holder = redis.call('HGET', KEYS[1], 'holder')
+if holder and holder ~= '' then return 0 end
+redis.call('HSET', KEYS[1], 'holder', ARGV[1], 'scope', 'subtree')
+redis.call('HINCRBY', KEYS[1], 'epoch', 1)
+return 1
+`)
+
+// edgesScript reads the edges of several sessions.
+var edgesScript = redis.NewScript(`
+-- edges: the controller and observers of each of a list of sessions.
+-- KEYS[2i-1] T:ctl:<session i>, KEYS[2i] T:obs:<session i>
+-- ARGV none
+-- Returns one {holder, epoch, scope, {observer, scope, ...}} per session,
+-- in order; holder is '' when the session has no controller.
+local out = {}
+for i = 1, #KEYS, 2 do
+  local c = redis.call('HMGET', KEYS[i], 'holder', 'epoch', 'scope')
+  out[#out + 1] = {c[1] or '', c[2] or '0', c[3] or '', redis.call('HGETALL', KEYS[i + 1])}
+end
+return out
+`)
+
+// Supervise makes caller a controller or observer of session (DESIGN §6).
+//
+// Observer: any party, any number per session, no lease; asking again
+// updates the scope. Controller: the lease is granted when free or when its
+// holder is dead (epoch+1); the holder asking again keeps its epoch (its
+// scope is updated); a holder that is not dead refuses with *HeldError
+// (wraps ErrHeld) unless takeover is set, which is allowed only when
+// mayTakeOver (the caller decides: an ancestor of the session, a human:
+// caller, or admin), else ErrForbidden. A takeover moves the lease to
+// caller at epoch+1 and returns the displaced holder as prev: the caller
+// sends it the "you are no longer driving <session>" entry. prev is empty
+// in every other case (a dead holder replaced is not told).
+//
+// scope defaults to subtree for a controller (as the spawner's edge) and
+// self for an observer.
+func (s *Store) Supervise(ctx context.Context, workspace, session, caller, role, scope string, takeover, mayTakeOver bool, now time.Time) (edge Edge, prev string, err error) {
+	_ = now // liveness is decided by the DeadFunc, which reads its own clock
+	if err := checkIDs(workspace, session); err != nil {
+		return Edge{}, "", err
+	}
+	if !partyOK(caller) {
+		return Edge{}, "", invalid("caller %q is not a party", caller)
+	}
+	if caller == event.SessionSubject(session) {
+		return Edge{}, "", invalid("a session cannot supervise itself")
+	}
+	switch role {
+	case Controller, Observer:
+	default:
+		return Edge{}, "", invalid("role %q must be controller or observer", role)
+	}
+	if scope == "" {
+		scope = ScopeSelf
+		if role == Controller {
+			scope = ScopeSubtree
+		}
+	}
+	if !validScope(scope) {
+		return Edge{}, "", invalid("scope %q must be self or subtree", scope)
+	}
+	if role == Observer {
+		if err := s.rdb.HSet(ctx, s.obsKey(workspace, session), caller, scope).Err(); err != nil {
+			return Edge{}, "", storage("observe "+session, err)
+		}
+		return Edge{Session: session, Role: Observer, Holder: caller, Scope: scope}, "", nil
+	}
+
+	key := []string{s.ctlKey(workspace, session)}
+	replace, replaceEpoch := "", int64(0) // the holder to replace, found dead or taken over
+	replaceDead := false
+	for range 8 {
+		res, err := leaseScript.Run(ctx, s.rdb, key, caller, scope, replace, replaceEpoch).Slice()
+		if err != nil {
+			return Edge{}, "", storage("controller lease of "+session, err)
+		}
+		if len(res) != 4 {
+			return Edge{}, "", storage("controller lease of "+session, errors.New("malformed answer"))
+		}
+		status, holder, epoch, displaced := epochOf(res[0]), strOf(res[1]), epochOf(res[2]), strOf(res[3])
+		edge := Edge{Session: session, Role: Controller, Holder: holder, Scope: scope, Epoch: epoch}
+		switch status {
+		case 1:
+			if displaced != "" && displaced == replace && !replaceDead {
+				return edge, displaced, nil
+			}
+			return edge, "", nil
+		case 2:
+			return edge, "", nil
+		}
+		// Held by another party: a dead holder is replaced; a live or
+		// unknown one only by an allowed takeover.
+		dead, err := s.dead(ctx, workspace, holder)
+		if err != nil {
+			return Edge{}, "", fmt.Errorf("liveness of %s: %w", holder, err)
+		}
+		switch {
+		case dead:
+		case !takeover:
+			return Edge{}, "", &HeldError{Holder: holder, Epoch: epoch}
+		case !mayTakeOver:
+			return Edge{}, "", fmt.Errorf("%w: %s may not take the controller lease of %s over from %s", ErrForbidden, caller, session, holder)
+		}
+		// Compare-and-set: if the lease changed meanwhile, look again.
+		replace, replaceEpoch, replaceDead = holder, epoch, dead
+	}
+	return Edge{}, "", storage("controller lease of "+session, errors.New("contended; retry"))
+}
+
+// Release drops caller's edge of the role on session. Only the holder
+// releases a controller lease; anyone else (and an observer that is not
+// one) gets ErrNotFound.
+func (s *Store) Release(ctx context.Context, workspace, session, caller, role string) error {
+	if err := checkIDs(workspace, session); err != nil {
+		return err
+	}
+	switch role {
+	case Controller:
+		n, err := releaseScript.Run(ctx, s.rdb, []string{s.ctlKey(workspace, session)}, caller).Int()
+		if err != nil {
+			return storage("release "+session, err)
+		}
+		if n == 0 {
+			return fmt.Errorf("%w: %s does not hold the controller lease of %s", ErrNotFound, caller, session)
+		}
+		return nil
+	case Observer:
+		n, err := s.rdb.HDel(ctx, s.obsKey(workspace, session), caller).Result()
+		if err != nil {
+			return storage("release "+session, err)
+		}
+		if n == 0 {
+			return fmt.Errorf("%w: %s does not observe %s", ErrNotFound, caller, session)
+		}
+		return nil
+	}
+	return invalid("role %q must be controller or observer", role)
+}
+
+// SetDefaultController makes session:<parent> the controller of child, with
+// scope subtree, unless child has a controller already (DESIGN §6: spawning
+// makes the parent the controller unless one is set).
+func (s *Store) SetDefaultController(ctx context.Context, workspace, child, parent string) error {
+	if err := checkIDs(workspace, child); err != nil {
+		return err
+	}
+	if !event.ValidID(parent) || parent == child {
+		return invalid("parent %q of %s", parent, child)
+	}
+	if err := defaultScript.Run(ctx, s.rdb, []string{s.ctlKey(workspace, child)}, event.SessionSubject(parent)).Err(); err != nil {
+		return storage("default controller of "+child, err)
+	}
+	return nil
+}
+
+// Get returns the edges of one session: its controller first, then its
+// observers by party.
+func (s *Store) Get(ctx context.Context, workspace, session string) ([]Edge, error) {
+	m, err := s.EdgesFor(ctx, workspace, []string{session})
+	if err != nil {
+		return nil, err
+	}
+	return m[session], nil
+}
+
+// MaxSessions caps the sessions of one EdgesFor call (a lineage is at most
+// 32 ancestors).
+const MaxSessions = 256
+
+// EdgesFor returns the edges of each session in one script call — the
+// router passes a session and its lineage. Sessions with no edge are
+// absent from the map. Each list has the controller first, then the
+// observers by party.
+func (s *Store) EdgesFor(ctx context.Context, workspace string, sessions []string) (map[string][]Edge, error) {
+	if len(sessions) > MaxSessions {
+		return nil, invalid("at most %d sessions at once", MaxSessions)
+	}
+	keys := make([]string, 0, 2*len(sessions))
+	for _, id := range sessions {
+		if err := checkIDs(workspace, id); err != nil {
+			return nil, err
+		}
+		keys = append(keys, s.ctlKey(workspace, id), s.obsKey(workspace, id))
+	}
+	out := map[string][]Edge{}
+	if len(keys) == 0 {
+		return out, nil
+	}
+	res, err := edgesScript.Run(ctx, s.rdb, keys).Slice()
+	if err != nil {
+		return nil, storage("supervision edges", err)
+	}
+	if len(res) != len(sessions) {
+		return nil, storage("supervision edges", fmt.Errorf("%d answers for %d sessions", len(res), len(sessions)))
+	}
+	for i, id := range sessions {
+		row, _ := res[i].([]any)
+		if len(row) != 4 {
+			return nil, storage("supervision edges", fmt.Errorf("malformed answer for %s", id))
+		}
+		var edges []Edge
+		if holder := strOf(row[0]); holder != "" {
+			edges = append(edges, Edge{Session: id, Role: Controller, Holder: holder, Epoch: epochOf(row[1]), Scope: strOf(row[2])})
+		}
+		obs, _ := row[3].([]any)
+		var observers []Edge
+		for k := 0; k+1 < len(obs); k += 2 {
+			observers = append(observers, Edge{Session: id, Role: Observer, Holder: strOf(obs[k]), Scope: strOf(obs[k+1])})
+		}
+		slices.SortFunc(observers, func(a, b Edge) int { return strings.Compare(a.Holder, b.Holder) })
+		edges = append(edges, observers...)
+		if len(edges) > 0 {
+			out[id] = edges
+		}
+	}
+	return out, nil
+}
