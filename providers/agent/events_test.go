@@ -137,4 +137,3 @@ func FuzzPrepare(f *testing.F) {
 		}
 	})
 }
-
