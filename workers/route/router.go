@@ -1,0 +1,272 @@
+package route
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promauto"
+	"github.com/redis/go-redis/v9"
+
+	"github.com/wakegate/wakegate/delivery/inbox"
+	"github.com/wakegate/wakegate/delivery/journal"
+	"github.com/wakegate/wakegate/delivery/sessions"
+	"github.com/wakegate/wakegate/delivery/subscriptions"
+	"github.com/wakegate/wakegate/delivery/supervision"
+	"github.com/wakegate/wakegate/providers/event"
+)
+
+// Router decides who must hear each journaled event (DESIGN §5) and
+// delivers it into their inboxes, recording every delivery in the shard's
+// ledger. Routing is idempotent: inbox deliveries are deduplicated on
+// (recipient, event), the undeliverable fault has a fact id, and the
+// ledger is read as a set.
+type Router struct {
+	rdb       redis.UniversalClient
+	j         *journal.Journal
+	reg       *sessions.Registry
+	subs      *subscriptions.Store
+	sup       *supervision.Store
+	box       *inbox.Inbox
+	now       func() time.Time
+	m         *routerMetrics
+	ledgerLen int64
+}
+
+// NewRouter returns a router.
+func NewRouter(rdb redis.UniversalClient, j *journal.Journal, reg *sessions.Registry, subs *subscriptions.Store,
+	sup *supervision.Store, box *inbox.Inbox, registerer prometheus.Registerer) *Router {
+	return &Router{rdb: rdb, j: j, reg: reg, subs: subs, sup: sup, box: box, now: time.Now,
+		m: newRouterMetrics(registerer), ledgerLen: 100_000}
+}
+
+type routerMetrics struct {
+	deliveries    *prometheus.CounterVec
+	undeliverable prometheus.Counter
+}
+
+func newRouterMetrics(reg prometheus.Registerer) *routerMetrics {
+	f := promauto.With(reg)
+	m := &routerMetrics{
+		deliveries: f.NewCounterVec(prometheus.CounterOpts{Name: "wakegate_route_deliveries_total",
+			Help: "Inbox deliveries by why the recipient got the event."}, []string{"via"}),
+		undeliverable: f.NewCounter(prometheus.CounterOpts{Name: "wakegate_route_undeliverable_total",
+			Help: "Session events of attention or more that reached nobody, not even the fallback."}),
+	}
+	for _, v := range []string{inbox.ViaSubscription, inbox.ViaController, inbox.ViaObserver, inbox.ViaFallback} {
+		m.deliveries.WithLabelValues(v)
+	}
+	return m
+}
+
+// LedgerKey is the stream of a shard's delivery ledger: one entry per
+// delivery (event seq, source, id, recipient, inbox seq, via), trimmed to a
+// bounded length. A re-run after a crash may record a delivery again with
+// the same inbox seq: read it as a set.
+func LedgerKey(j *journal.Journal, shard int) string { return j.Tag(shard) + ":ledger" }
+
+// recipient is one party an event goes to, and why.
+type recipient struct {
+	via    string
+	mode   string
+	waiter bool
+}
+
+// Handle routes one event; it is the consumer's Handler.
+func (r *Router) Handle(ctx context.Context, shard int, e *event.Event) error {
+	if strings.HasPrefix(e.Type, "wakegate.") || e.Priority == event.Internal {
+		return nil // never routed
+	}
+	now := r.now()
+	if e.Type == "session.spawned" && len(e.Lineage) > 0 {
+		// The spawner controls its child (scope subtree) unless one is set.
+		if err := r.sup.SetDefaultController(ctx, e.Workspace, e.SessionID, e.Lineage[0]); err != nil {
+			return err
+		}
+	}
+	settings, err := r.sup.Settings(ctx, e.Workspace)
+	if err != nil {
+		return err
+	}
+	var labels []string
+	if e.SessionID != "" {
+		s, err := r.reg.Get(ctx, e.Workspace, event.SessionSubject(e.SessionID), now)
+		if err != nil {
+			return err
+		}
+		labels = s.Labels
+	}
+	to := map[string]recipient{}
+	matches, err := r.subs.Match(ctx, e, labels)
+	if err != nil {
+		return err
+	}
+	for _, s := range matches {
+		to[s.Owner] = recipient{via: inbox.ViaSubscription, mode: s.Delivery, waiter: s.Owner == "session:"+e.SessionID}
+	}
+	if e.SessionID != "" {
+		if err := r.supervisors(ctx, e, settings, now, to); err != nil {
+			return err
+		}
+	}
+	// A sender never hears its own event; the subject session hears about
+	// itself only through its own subscriptions.
+	delete(to, causer(e))
+	if self := "session:" + e.SessionID; e.SessionID != "" {
+		if rc, ok := to[self]; ok && rc.via != inbox.ViaSubscription {
+			delete(to, self)
+		}
+	}
+	sessionEvent := strings.HasPrefix(e.Subject, "session:")
+	if len(to) == 0 && sessionEvent && e.Priority.Rank() >= event.Attention.Rank() {
+		if settings.Fallback != nil && settings.Fallback.Party != "" && settings.Fallback.Party != causer(e) {
+			to[settings.Fallback.Party] = recipient{via: inbox.ViaFallback}
+		} else {
+			return r.undeliverable(ctx, e)
+		}
+	}
+	snapshot, _ := json.Marshal(settings)
+	for party, rc := range to {
+		res, err := r.box.Deliver(ctx, inbox.Delivery{Workspace: e.Workspace, Party: party, Event: e, Via: rc.via,
+			Mode: rc.mode, Waiter: rc.waiter, Settings: snapshot}, now)
+		if errors.Is(err, inbox.ErrInvalid) {
+			return fmt.Errorf("deliver %s to %s: %v: %w", e.ID, party, err, ErrPermanent)
+		}
+		if err != nil {
+			return err
+		}
+		if !res.Duplicate {
+			r.m.deliveries.WithLabelValues(rc.via).Inc()
+		}
+		if err := r.rdb.XAdd(ctx, &redis.XAddArgs{Stream: LedgerKey(r.j, shard), MaxLen: r.ledgerLen, Approx: true,
+			Values: []any{"seq", e.Seq, "source", e.Source, "id", e.ID, "to", party, "inbox_seq", res.Seq, "via", rc.via}}).Err(); err != nil {
+			return err
+		}
+	}
+	if e.Terminal && e.Subject != "" {
+		if _, err := r.subs.CloseForSubject(ctx, e.Workspace, e.Subject); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// supervisors adds the observers of e's session and of its ancestors with
+// scope subtree, and the effective controller: the session's own if not
+// dead, else the nearest ancestor's subtree controller that is not dead,
+// else the workspace default if not dead. Inheritance is resolved here,
+// at routing time, from the event's lineage.
+func (r *Router) supervisors(ctx context.Context, e *event.Event, settings supervision.Settings, now time.Time, to map[string]recipient) error {
+	chain := append([]string{e.SessionID}, e.Lineage...)
+	edges, err := r.sup.EdgesFor(ctx, e.Workspace, chain)
+	if err != nil {
+		return err
+	}
+	controller := ""
+	for i, s := range chain {
+		for _, edge := range edges[s] {
+			inherited := i > 0
+			if inherited && edge.Scope != supervision.ScopeSubtree {
+				continue
+			}
+			switch edge.Role {
+			case supervision.Observer:
+				if _, ok := to[edge.Holder]; !ok {
+					to[edge.Holder] = recipient{via: inbox.ViaObserver}
+				}
+			case supervision.Controller:
+				if controller != "" {
+					continue
+				}
+				dead, err := r.dead(ctx, e.Workspace, edge.Holder, now)
+				if err != nil {
+					return err
+				}
+				if !dead {
+					controller = edge.Holder
+				}
+			}
+		}
+	}
+	if controller == "" && settings.DefaultController != "" {
+		dead, err := r.dead(ctx, e.Workspace, settings.DefaultController, now)
+		if err != nil {
+			return err
+		}
+		if !dead {
+			controller = settings.DefaultController
+		}
+	}
+	if controller != "" {
+		if rc, ok := to[controller]; !ok || rc.via == inbox.ViaObserver {
+			to[controller] = recipient{via: inbox.ViaController}
+		}
+	}
+	return nil
+}
+
+func (r *Router) dead(ctx context.Context, workspace, party string, now time.Time) (bool, error) {
+	s, err := r.reg.Get(ctx, workspace, party, now)
+	if err != nil {
+		return false, err
+	}
+	return s.Liveness == sessions.Dead, nil
+}
+
+// causer is the party that caused e: an agent event's pusher, or a
+// message's sender.
+func causer(e *event.Event) string {
+	if e.Type == "message.sent" {
+		var d struct {
+			Source string `json:"source"`
+		}
+		if json.Unmarshal(e.Data, &d) == nil && d.Source != "" {
+			return d.Source
+		}
+	}
+	if rest, ok := strings.CutPrefix(e.Source, "//wakegate/"+e.Workspace+"/"); ok {
+		return rest
+	}
+	return ""
+}
+
+// undeliverable journals one wakegate.fault.undeliverable per event that
+// reached nobody: a fact id, so a re-run adds nothing.
+func (r *Router) undeliverable(ctx context.Context, e *event.Event) error {
+	data, _ := json.Marshal(map[string]any{"seq": e.Seq, "source": e.Source, "id": e.ID, "type": e.Type, "subject": e.Subject,
+		"reason": "no subscriber, no supervisor and no fallback"})
+	fault := &event.Event{SpecVersion: event.SpecVersion, ID: "undeliverable/" + e.Source + "/" + e.ID,
+		Source: event.ServerSource(e.Workspace), Type: "wakegate.fault.undeliverable", Subject: e.Subject,
+		Time: r.now().UTC(), DataContentType: "application/json", Workspace: e.Workspace, SessionID: e.SessionID,
+		Priority: event.Internal, Summary: "nobody could be told: " + e.Summary, Data: data}
+	_, added, err := r.j.Append(ctx, fault)
+	if err != nil {
+		return err
+	}
+	if added {
+		r.m.undeliverable.Inc()
+	}
+	return nil
+}
+
+// Ledger lists a shard's ledger as (event source, id) → recipient → inbox
+// seq, deduplicated.
+func Ledger(ctx context.Context, rdb redis.UniversalClient, j *journal.Journal, shard int) (map[string]map[string]string, error) {
+	msgs, err := rdb.XRange(ctx, LedgerKey(j, shard), "-", "+").Result()
+	if err != nil {
+		return nil, err
+	}
+	out := map[string]map[string]string{}
+	for _, m := range msgs {
+		k := fmt.Sprint(m.Values["source"]) + " " + fmt.Sprint(m.Values["id"])
+		if out[k] == nil {
+			out[k] = map[string]string{}
+		}
+		out[k][fmt.Sprint(m.Values["to"])] = fmt.Sprint(m.Values["inbox_seq"])
+	}
+	return out, nil
+}
