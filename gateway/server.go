@@ -20,9 +20,12 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/redis/go-redis/v9"
 
+	"github.com/wakegate/wakegate/delivery/inbox"
 	"github.com/wakegate/wakegate/delivery/ingest"
 	"github.com/wakegate/wakegate/delivery/journal"
 	"github.com/wakegate/wakegate/delivery/sessions"
+	"github.com/wakegate/wakegate/delivery/subscriptions"
+	"github.com/wakegate/wakegate/delivery/supervision"
 	"github.com/wakegate/wakegate/providers/agent"
 	"github.com/wakegate/wakegate/providers/github"
 )
@@ -55,6 +58,9 @@ type Deps struct {
 	Sessions *sessions.Registry
 	Linker   linker
 	Verifier *agent.Verifier
+	Subs     *subscriptions.Store
+	Sup      *supervision.Store
+	Inbox    *inbox.Inbox
 	Registry prometheus.Registerer
 	Gatherer prometheus.Gatherer
 	Ready    func() error // extra readiness checks (workers heartbeating); nil = none
@@ -68,6 +74,7 @@ type Server struct {
 	metrics  *metrics
 	limiter  *limiter
 	notifier *notifier
+	inboxes  *inboxNotifier
 	inflight atomic.Int64
 	ready    atomic.Bool
 	handler  http.Handler
@@ -112,6 +119,9 @@ func New(cfg Config, deps Deps) (*Server, error) {
 		limiter:  newLimiter(cfg.Limits),
 		notifier: newNotifier(deps.Redis, deps.Journal, deps.Log),
 	}
+	if deps.Inbox != nil {
+		s.inboxes = newInboxNotifier(deps.Redis, deps.Inbox, deps.Log)
+	}
 	s.ready.Store(true)
 	s.handler = s.routes()
 	return s, nil
@@ -140,7 +150,13 @@ func (s *Server) Run(ctx context.Context) error {
 	srv := &http.Server{Handler: s.handler, ReadHeaderTimeout: 10 * time.Second}
 	nctx, stopNotifier := context.WithCancel(context.Background())
 	notifierDone := make(chan struct{})
-	go func() { defer close(notifierDone); s.notifier.Run(nctx) }()
+	go func() {
+		defer close(notifierDone)
+		if s.inboxes != nil {
+			go s.inboxes.Run(nctx)
+		}
+		s.notifier.Run(nctx)
+	}()
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve(ln) }()
 	s.log.Info("gateway listening", "addr", ln.Addr().String())
@@ -189,6 +205,21 @@ func (s *Server) routes() http.Handler {
 	v1.POST("/events", s.requireScope("events:push"), s.pushEvents)
 	v1.GET("/events", s.requireScope("events:read"), s.readEvents)
 	v1.POST("/sessions/:id/token", s.requireScope("spawn"), s.childToken)
+
+	// Who hears it (DESIGN §5–§7).
+	v1.GET("/inbox", s.requireScope("inbox"), s.getInbox)
+	v1.GET("/inbox/stream", s.requireScope("inbox"), s.streamInbox)
+	v1.POST("/inbox/ack", s.requireScope("inbox"), s.ackInbox)
+	v1.GET("/brief", s.requireScope("inbox"), s.brief)
+	v1.POST("/subscriptions", s.requireScope("subscribe"), s.createSubscription)
+	v1.GET("/subscriptions", s.requireScope("subscribe"), s.listSubscriptions)
+	v1.DELETE("/subscriptions/:id", s.requireScope("subscribe"), s.deleteSubscription)
+	v1.POST("/sessions/:id/supervise", s.requireScope("supervise"), s.supervise)
+	v1.DELETE("/sessions/:id/supervise", s.requireScope("supervise"), s.release)
+	v1.GET("/sessions/:id/supervision", s.requireScope("supervise"), s.supervision)
+	v1.POST("/sessions/:id/messages", s.requireScope("events:push"), s.sendMessage)
+	v1.GET("/workspace/supervision", s.requireScope("admin"), s.getWorkspaceSupervision)
+	v1.PUT("/workspace/supervision", s.requireScope("admin"), s.putWorkspaceSupervision)
 	return r
 }
 

@@ -23,15 +23,19 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/redis/go-redis/v9"
 
+	"github.com/wakegate/wakegate/delivery/inbox"
 	"github.com/wakegate/wakegate/delivery/ingest"
 	"github.com/wakegate/wakegate/delivery/journal"
 	"github.com/wakegate/wakegate/delivery/sessions"
+	"github.com/wakegate/wakegate/delivery/subscriptions"
+	"github.com/wakegate/wakegate/delivery/supervision"
 	"github.com/wakegate/wakegate/delivery/tracker"
 	"github.com/wakegate/wakegate/gateway"
 	"github.com/wakegate/wakegate/providers/agent"
 	"github.com/wakegate/wakegate/providers/event"
 	"github.com/wakegate/wakegate/providers/github"
 	"github.com/wakegate/wakegate/workers/derive"
+	"github.com/wakegate/wakegate/workers/route"
 )
 
 // allScopes is what the operator token serve prints carries.
@@ -90,6 +94,14 @@ func runService(ctx context.Context, role string, args []string, stdout, stderr 
 	}})
 	store := ingest.New(rdb, j)
 	reg2 := sessions.New(rdb, j, cfg.SessionTTL)
+	st := &stores{
+		subs: subscriptions.New(rdb, cfg.RedisPrefix),
+		sup: supervision.New(rdb, cfg.RedisPrefix, func(ctx context.Context, ws, party string) (bool, error) {
+			s, err := reg2.Get(ctx, ws, party, time.Now())
+			return err == nil && s.Liveness == sessions.Dead, err
+		}),
+		box: inbox.New(rdb, inbox.Config{Prefix: cfg.RedisPrefix, Retention: cfg.Retention}),
+	}
 
 	var run group
 	var ready func() error // a worker's own readiness: its consumers are running
@@ -97,6 +109,9 @@ func runService(ctx context.Context, role string, args []string, stdout, stderr 
 		d := derive.New(rdb, store, tr, log, reg, derive.Config{})
 		ready = d.Healthy
 		run.add(d.Run)
+		router := route.NewRouter(rdb, j, reg2, st.subs, st.sup, st.box, reg)
+		run.add(route.NewConsumer(rdb, j, router.Handle, log, reg, route.ConsumerConfig{}).Run)
+		run.add(func(ctx context.Context) error { return sweepSubscriptions(ctx, st.subs, log) })
 		run.add(tr.RunSettler)
 		run.add(func(ctx context.Context) error { return trimLoop(ctx, j, log) })
 		if role == "worker" {
@@ -104,7 +119,7 @@ func runService(ctx context.Context, role string, args []string, stdout, stderr 
 		}
 	}
 	if role == "serve" || role == "gateway" {
-		gw, err := buildGateway(cfg, rdb, j, store, reg2, tr, ready, log, reg)
+		gw, err := buildGateway(cfg, rdb, j, store, reg2, tr, st, ready, log, reg)
 		if err != nil {
 			return err
 		}
@@ -117,7 +132,7 @@ func runService(ctx context.Context, role string, args []string, stdout, stderr 
 }
 
 func buildGateway(cfg *config, rdb redis.UniversalClient, j *journal.Journal, store *ingest.Store, reg2 *sessions.Registry,
-	tr *tracker.Tracker, ready func() error, log *slog.Logger, reg *prometheus.Registry) (*gateway.Server, error) {
+	tr *tracker.Tracker, st *stores, ready func() error, log *slog.Logger, reg *prometheus.Registry) (*gateway.Server, error) {
 	if len(cfg.WebhookSecrets) == 0 {
 		return nil, errors.New("WAKEGATE_GITHUB_WEBHOOK_SECRETS is required: the gateway never accepts unsigned webhooks")
 	}
@@ -147,6 +162,7 @@ func buildGateway(cfg *config, rdb redis.UniversalClient, j *journal.Journal, st
 		MaxBody: maxBody, Limits: limits, TokenSecret: tokenSecret,
 	}, gateway.Deps{
 		Log: log, Redis: rdb, Journal: j, Ingest: store, Sessions: reg2, Linker: tr, Verifier: verifier,
+		Subs: st.subs, Sup: st.sup, Inbox: st.box,
 		Registry: reg, Gatherer: reg, Ready: ready,
 	})
 }
@@ -235,6 +251,30 @@ func randomHex(n int) string {
 	b := make([]byte, n)
 	_, _ = rand.Read(b)
 	return hex.EncodeToString(b)
+}
+
+// stores are the routing state both roles use.
+type stores struct {
+	subs *subscriptions.Store
+	sup  *supervision.Store
+	box  *inbox.Inbox
+}
+
+// sweepSubscriptions removes subscriptions whose until time passed, once a
+// minute.
+func sweepSubscriptions(ctx context.Context, subs *subscriptions.Store, log *slog.Logger) error {
+	t := time.NewTicker(time.Minute)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case now := <-t.C:
+			if _, err := subs.Sweep(ctx, now); err != nil && ctx.Err() == nil {
+				log.Warn("sweep subscriptions", "err", err)
+			}
+		}
+	}
 }
 
 // trimLoop drops journal entries past retention once a minute.

@@ -242,7 +242,7 @@ func (r *Router) undeliverable(ctx context.Context, e *event.Event) error {
 	fault := &event.Event{SpecVersion: event.SpecVersion, ID: "undeliverable/" + e.Source + "/" + e.ID,
 		Source: event.ServerSource(e.Workspace), Type: "wakegate.fault.undeliverable", Subject: e.Subject,
 		Time: r.now().UTC(), DataContentType: "application/json", Workspace: e.Workspace, SessionID: e.SessionID,
-		Priority: event.Internal, Summary: "nobody could be told: " + e.Summary, Data: data}
+		Priority: event.Internal, Summary: "nobody could be told of " + e.Type + " about " + e.Subject, Data: data}
 	_, added, err := r.j.Append(ctx, fault)
 	if err != nil {
 		return err

@@ -1,0 +1,324 @@
+package gateway
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/gin-gonic/gin"
+	"github.com/redis/go-redis/v9"
+
+	"github.com/wakegate/wakegate/delivery/inbox"
+	"github.com/wakegate/wakegate/providers/event"
+)
+
+// inboxNotifier fans inbox updates out to long-polls and streams: one
+// Pub/Sub pattern subscription per gateway process, whatever the number of
+// waiting clients.
+type inboxNotifier struct {
+	rdb redis.UniversalClient
+	box *inbox.Inbox
+	log *slog.Logger
+
+	mu      sync.Mutex
+	waiters map[string]map[chan struct{}]struct{} // workspace \x00 party → waiters
+}
+
+func newInboxNotifier(rdb redis.UniversalClient, box *inbox.Inbox, log *slog.Logger) *inboxNotifier {
+	return &inboxNotifier{rdb: rdb, box: box, log: log, waiters: map[string]map[chan struct{}]struct{}{}}
+}
+
+func waiterKey(workspace, party string) string { return workspace + "\x00" + party }
+
+// wait returns a channel closed on the next update of the inbox, and a
+// function to stop waiting.
+func (n *inboxNotifier) wait(workspace, party string) (<-chan struct{}, func()) {
+	k := waiterKey(workspace, party)
+	ch := make(chan struct{})
+	n.mu.Lock()
+	if n.waiters[k] == nil {
+		n.waiters[k] = map[chan struct{}]struct{}{}
+	}
+	n.waiters[k][ch] = struct{}{}
+	n.mu.Unlock()
+	return ch, func() {
+		n.mu.Lock()
+		if _, ok := n.waiters[k][ch]; ok {
+			delete(n.waiters[k], ch)
+			if len(n.waiters[k]) == 0 {
+				delete(n.waiters, k)
+			}
+			close(ch)
+		}
+		n.mu.Unlock()
+	}
+}
+
+func (n *inboxNotifier) wake(k string) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	for ch := range n.waiters[k] {
+		close(ch)
+	}
+	delete(n.waiters, k)
+}
+
+func (n *inboxNotifier) wakeAll() {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	for k, set := range n.waiters {
+		for ch := range set {
+			close(ch)
+		}
+		delete(n.waiters, k)
+	}
+}
+
+// Run holds the subscription until ctx ends; every reconnect wakes all
+// waiters so none misses an update made while it was down.
+func (n *inboxNotifier) Run(ctx context.Context) {
+	defer n.wakeAll()
+	for ctx.Err() == nil {
+		sub := n.rdb.PSubscribe(ctx, n.box.NotifyPattern())
+		if _, err := sub.Receive(ctx); err != nil {
+			_ = sub.Close()
+			select {
+			case <-ctx.Done():
+			case <-time.After(time.Second):
+			}
+			continue
+		}
+		n.wakeAll()
+		ch := sub.Channel()
+	loop:
+		for {
+			select {
+			case <-ctx.Done():
+				break loop
+			case m, ok := <-ch:
+				if !ok {
+					break loop
+				}
+				if ws, party, ok := n.box.ParseChannel(m.Channel); ok {
+					n.wake(waiterKey(ws, party))
+				}
+			}
+		}
+		_ = sub.Close()
+	}
+}
+
+// reader is whose inbox a request reads: the caller's, or with ?party= and
+// the operator scope, anyone's.
+func (s *Server) reader(c *gin.Context) (workspace, party string, p *problem) {
+	claims := claimsOf(c)
+	workspace, party = claims.Workspace, string(claims.Party())
+	if other := c.Query("party"); other != "" && other != party {
+		if !claims.Has("operator") {
+			return "", "", newProblem(http.StatusForbidden, "forbidden", "reading another party's inbox needs the operator scope")
+		}
+		if _, err := event.ParseParty(other); err != nil {
+			return "", "", newProblem(http.StatusBadRequest, "malformed", err.Error())
+		}
+		party = other
+		if ws := c.Query("workspace"); ws != "" {
+			if !event.ValidWorkspace(ws) {
+				return "", "", newProblem(http.StatusBadRequest, "malformed", "workspace is not a valid name")
+			}
+			workspace = ws
+		}
+	}
+	return workspace, party, nil
+}
+
+type inboxQuery struct {
+	workspace, party string
+	after            int64
+	hasAfter         bool
+	limit            int
+	wait             time.Duration
+}
+
+func (s *Server) inboxQuery(c *gin.Context) (inboxQuery, *problem) {
+	var q inboxQuery
+	var p *problem
+	if q.workspace, q.party, p = s.reader(c); p != nil {
+		return q, p
+	}
+	if v := c.Query("after"); v != "" {
+		n, err := strconv.ParseInt(v, 10, 64)
+		if err != nil || n < 0 {
+			return q, newProblem(http.StatusBadRequest, "malformed", "after must be a seq (a non-negative integer)")
+		}
+		q.after, q.hasAfter = n, true
+	}
+	if q.limit, p = intParam(c, "limit", inbox.DefaultLimit, 1, inbox.MaxLimit); p != nil {
+		return q, p
+	}
+	q.wait, p = waitParam(c)
+	return q, p
+}
+
+// getInbox is GET /v1/inbox: the unacked entries (after a seq), waiting up
+// to wait for one that decides a wake; an info fold never ends the wait.
+func (s *Server) getInbox(c *gin.Context) {
+	q, p := s.inboxQuery(c)
+	if p != nil {
+		abort(c, p)
+		return
+	}
+	ctx := c.Request.Context()
+	if q.wait > 0 {
+		deadline := time.Now().Add(q.wait)
+		for {
+			woken, stop := s.inboxes.wait(q.workspace, q.party)
+			ready, err := s.deps.Inbox.WakeAfter(ctx, q.workspace, q.party, q.after, q.hasAfter)
+			if err != nil {
+				stop()
+				s.storeProblem(c, "inbox", err)
+				return
+			}
+			remaining := time.Until(deadline)
+			if ready || remaining <= 0 {
+				stop()
+				break
+			}
+			timer := time.NewTimer(remaining)
+			select {
+			case <-woken:
+			case <-timer.C:
+			case <-ctx.Done():
+			}
+			timer.Stop()
+			stop()
+			if ctx.Err() != nil {
+				return
+			}
+		}
+		// An open long-poll is a sign of life too.
+		_ = s.deps.Sessions.Seen(ctx, claimsOf(c).Workspace, string(claimsOf(c).Party()), s.cfg.Now())
+	}
+	entries, next, err := s.deps.Inbox.List(ctx, q.workspace, q.party, q.after, q.hasAfter, q.limit)
+	if err != nil {
+		s.storeProblem(c, "inbox", err)
+		return
+	}
+	if entries == nil {
+		entries = []inbox.Entry{}
+	}
+	c.JSON(http.StatusOK, gin.H{"entries": entries, "next": next})
+}
+
+// streamInbox is GET /v1/inbox/stream: the same entries as Server-Sent
+// Events, one "entry" event each (id = seq), a comment every 15 s.
+func (s *Server) streamInbox(c *gin.Context) {
+	q, p := s.inboxQuery(c)
+	if p != nil {
+		abort(c, p)
+		return
+	}
+	if v := c.GetHeader("Last-Event-ID"); v != "" && !q.hasAfter {
+		if n, err := strconv.ParseInt(v, 10, 64); err == nil && n >= 0 {
+			q.after, q.hasAfter = n, true
+		}
+	}
+	ctx := c.Request.Context()
+	c.Header("Content-Type", "text/event-stream")
+	c.Header("Cache-Control", "no-cache")
+	c.Header("X-Accel-Buffering", "no")
+	c.Status(http.StatusOK)
+	claims := claimsOf(c)
+	keepalive := time.NewTicker(15 * time.Second)
+	defer keepalive.Stop()
+	for {
+		woken, stop := s.inboxes.wait(q.workspace, q.party)
+		entries, next, err := s.deps.Inbox.List(ctx, q.workspace, q.party, q.after, q.hasAfter, q.limit)
+		if err != nil {
+			stop()
+			return
+		}
+		for _, e := range entries {
+			b, _ := json.Marshal(e)
+			fmt.Fprintf(c.Writer, "id: %d\nevent: entry\ndata: %s\n\n", e.Seq, b)
+		}
+		if len(entries) > 0 {
+			q.after, q.hasAfter = next, true
+		}
+		c.Writer.Flush()
+		select {
+		case <-woken:
+		case <-keepalive.C:
+			fmt.Fprint(c.Writer, ": keepalive\n\n")
+			c.Writer.Flush()
+			_ = s.deps.Sessions.Seen(ctx, claims.Workspace, string(claims.Party()), s.cfg.Now())
+		case <-ctx.Done():
+		}
+		stop()
+		if ctx.Err() != nil {
+			return
+		}
+	}
+}
+
+// ackInbox is POST /v1/inbox/ack {"through_seq": N} or {"seqs": [...]}.
+func (s *Server) ackInbox(c *gin.Context) {
+	workspace, party, p := s.reader(c)
+	if p != nil {
+		abort(c, p)
+		return
+	}
+	body, release := s.readBody(c, 64<<10)
+	if body == nil {
+		return
+	}
+	defer release()
+	var req struct {
+		Through *int64  `json:"through_seq"`
+		Seqs    []int64 `json:"seqs"`
+	}
+	if err := strictJSON(body, &req); err != nil || (req.Through == nil) == (len(req.Seqs) == 0) {
+		abort(c, newProblem(http.StatusBadRequest, "malformed", `body must be {"through_seq": N} or {"seqs": [N, …]}`))
+		return
+	}
+	var through int64
+	if req.Through != nil {
+		through = *req.Through
+		if through <= 0 {
+			abort(c, newProblem(http.StatusBadRequest, "malformed", "through_seq must be positive"))
+			return
+		}
+	}
+	acked, err := s.deps.Inbox.Ack(c.Request.Context(), workspace, party, through, req.Seqs)
+	switch {
+	case errors.Is(err, inbox.ErrBeyondLast):
+		abort(c, newProblem(http.StatusBadRequest, "malformed", "a seq is beyond the inbox's last; nothing was acked"))
+		return
+	case errors.Is(err, inbox.ErrInvalid):
+		abort(c, newProblem(http.StatusBadRequest, "malformed", err.Error()))
+		return
+	case err != nil:
+		s.storeProblem(c, "ack", err)
+		return
+	}
+	c.JSON(http.StatusOK, gin.H{"acked": acked})
+}
+
+// strictJSON decodes one JSON object, refusing unknown fields.
+func strictJSON(body []byte, v any) error {
+	dec := json.NewDecoder(bytes.NewReader(body))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil {
+		return err
+	}
+	if dec.More() {
+		return errors.New("trailing data")
+	}
+	return nil
+}
