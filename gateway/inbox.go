@@ -2,14 +2,12 @@ package gateway
 
 import (
 	"bytes"
-	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
 	"net/http"
 	"strconv"
-	"sync"
 	"time"
 
 	"github.com/gin-gonic/gin"
@@ -19,101 +17,15 @@ import (
 	"github.com/wakegate/wakegate/providers/event"
 )
 
-// inboxNotifier fans inbox updates out to long-polls and streams: one
-// Pub/Sub pattern subscription per gateway process, whatever the number of
-// waiting clients.
-type inboxNotifier struct {
-	rdb redis.UniversalClient
-	box *inbox.Inbox
-	log *slog.Logger
-
-	mu      sync.Mutex
-	waiters map[string]map[chan struct{}]struct{} // workspace \x00 party → waiters
-}
-
-func newInboxNotifier(rdb redis.UniversalClient, box *inbox.Inbox, log *slog.Logger) *inboxNotifier {
-	return &inboxNotifier{rdb: rdb, box: box, log: log, waiters: map[string]map[chan struct{}]struct{}{}}
+// inboxFanout wakes inbox long-polls and streams of one party.
+func inboxFanout(rdb redis.UniversalClient, box *inbox.Inbox, log *slog.Logger) *fanout {
+	return newFanout(rdb, box.NotifyPattern(), func(ch string) (string, bool) {
+		ws, party, ok := box.ParseChannel(ch)
+		return waiterKey(ws, party), ok
+	}, log)
 }
 
 func waiterKey(workspace, party string) string { return workspace + "\x00" + party }
-
-// wait returns a channel closed on the next update of the inbox, and a
-// function to stop waiting.
-func (n *inboxNotifier) wait(workspace, party string) (<-chan struct{}, func()) {
-	k := waiterKey(workspace, party)
-	ch := make(chan struct{})
-	n.mu.Lock()
-	if n.waiters[k] == nil {
-		n.waiters[k] = map[chan struct{}]struct{}{}
-	}
-	n.waiters[k][ch] = struct{}{}
-	n.mu.Unlock()
-	return ch, func() {
-		n.mu.Lock()
-		if _, ok := n.waiters[k][ch]; ok {
-			delete(n.waiters[k], ch)
-			if len(n.waiters[k]) == 0 {
-				delete(n.waiters, k)
-			}
-			close(ch)
-		}
-		n.mu.Unlock()
-	}
-}
-
-func (n *inboxNotifier) wake(k string) {
-	n.mu.Lock()
-	defer n.mu.Unlock()
-	for ch := range n.waiters[k] {
-		close(ch)
-	}
-	delete(n.waiters, k)
-}
-
-func (n *inboxNotifier) wakeAll() {
-	n.mu.Lock()
-	defer n.mu.Unlock()
-	for k, set := range n.waiters {
-		for ch := range set {
-			close(ch)
-		}
-		delete(n.waiters, k)
-	}
-}
-
-// Run holds the subscription until ctx ends; every reconnect wakes all
-// waiters so none misses an update made while it was down.
-func (n *inboxNotifier) Run(ctx context.Context) {
-	defer n.wakeAll()
-	for ctx.Err() == nil {
-		sub := n.rdb.PSubscribe(ctx, n.box.NotifyPattern())
-		if _, err := sub.Receive(ctx); err != nil {
-			_ = sub.Close()
-			select {
-			case <-ctx.Done():
-			case <-time.After(time.Second):
-			}
-			continue
-		}
-		n.wakeAll()
-		ch := sub.Channel()
-	loop:
-		for {
-			select {
-			case <-ctx.Done():
-				break loop
-			case m, ok := <-ch:
-				if !ok {
-					break loop
-				}
-				if ws, party, ok := n.box.ParseChannel(m.Channel); ok {
-					n.wake(waiterKey(ws, party))
-				}
-			}
-		}
-		_ = sub.Close()
-	}
-}
 
 // reader is whose inbox a request reads: the caller's, or with ?party= and
 // the operator scope, anyone's.
@@ -178,7 +90,7 @@ func (s *Server) getInbox(c *gin.Context) {
 	if q.wait > 0 {
 		deadline := time.Now().Add(q.wait)
 		for {
-			woken, stop := s.inboxes.wait(q.workspace, q.party)
+			woken, stop := s.inboxes.wait(waiterKey(q.workspace, q.party))
 			ready, err := s.deps.Inbox.WakeAfter(ctx, q.workspace, q.party, q.after, q.hasAfter)
 			if err != nil {
 				stop()
@@ -238,7 +150,7 @@ func (s *Server) streamInbox(c *gin.Context) {
 	keepalive := time.NewTicker(15 * time.Second)
 	defer keepalive.Stop()
 	for {
-		woken, stop := s.inboxes.wait(q.workspace, q.party)
+		woken, stop := s.inboxes.wait(waiterKey(q.workspace, q.party))
 		entries, next, err := s.deps.Inbox.List(ctx, q.workspace, q.party, q.after, q.hasAfter, q.limit)
 		if err != nil {
 			stop()

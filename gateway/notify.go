@@ -8,82 +8,93 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
-
-	"github.com/wakegate/wakegate/delivery/journal"
 )
 
-// notifier fans journal appends out to long-polls: one Pub/Sub
+// fanout wakes in-process waiters on Redis Pub/Sub messages: one pattern
 // subscription per gateway process, never a blocking Redis call per
-// waiting client.
-type notifier struct {
-	rdb    redis.UniversalClient
-	prefix string
-	log    *slog.Logger
+// waiting client. keyOf names the waiters a channel's message is for.
+type fanout struct {
+	rdb     redis.UniversalClient
+	pattern string
+	keyOf   func(channel string) (string, bool)
+	log     *slog.Logger
 
 	mu      sync.Mutex
-	waiters map[string]map[chan struct{}]struct{} // workspace → waiters
+	waiters map[string]map[chan struct{}]struct{}
 }
 
-func newNotifier(rdb redis.UniversalClient, j *journal.Journal, log *slog.Logger) *notifier {
-	return &notifier{rdb: rdb, prefix: j.NotifyChannel(""), log: log, waiters: map[string]map[chan struct{}]struct{}{}}
+func newFanout(rdb redis.UniversalClient, pattern string, keyOf func(string) (string, bool), log *slog.Logger) *fanout {
+	return &fanout{rdb: rdb, pattern: pattern, keyOf: keyOf, log: log, waiters: map[string]map[chan struct{}]struct{}{}}
 }
 
-// wait returns a channel closed on the next append in workspace, and a
-// function to stop waiting.
-func (n *notifier) wait(workspace string) (<-chan struct{}, func()) {
+// journalFanout wakes GET /v1/events long-polls of a workspace.
+func journalFanout(rdb redis.UniversalClient, channelPrefix string, log *slog.Logger) *fanout {
+	return newFanout(rdb, channelPrefix+"*", func(ch string) (string, bool) {
+		return strings.CutPrefix(ch, channelPrefix)
+	}, log)
+}
+
+// wait returns a channel closed on the next message for key, and a
+// function to stop waiting. Register before reading state, so a change
+// between the read and the wait still wakes.
+func (f *fanout) wait(key string) (<-chan struct{}, func()) {
 	ch := make(chan struct{})
-	n.mu.Lock()
-	if n.waiters[workspace] == nil {
-		n.waiters[workspace] = map[chan struct{}]struct{}{}
+	f.mu.Lock()
+	if f.waiters[key] == nil {
+		f.waiters[key] = map[chan struct{}]struct{}{}
 	}
-	n.waiters[workspace][ch] = struct{}{}
-	n.mu.Unlock()
+	f.waiters[key][ch] = struct{}{}
+	f.mu.Unlock()
 	return ch, func() {
-		n.mu.Lock()
-		if _, ok := n.waiters[workspace][ch]; ok {
-			delete(n.waiters[workspace], ch)
+		f.mu.Lock()
+		if _, ok := f.waiters[key][ch]; ok {
+			delete(f.waiters[key], ch)
+			if len(f.waiters[key]) == 0 {
+				delete(f.waiters, key)
+			}
 			close(ch)
 		}
-		n.mu.Unlock()
+		f.mu.Unlock()
 	}
 }
 
-func (n *notifier) wake(workspace string) {
-	n.mu.Lock()
-	defer n.mu.Unlock()
-	for ch := range n.waiters[workspace] {
+func (f *fanout) wake(key string) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for ch := range f.waiters[key] {
 		close(ch)
 	}
-	delete(n.waiters, workspace)
+	delete(f.waiters, key)
 }
 
-func (n *notifier) wakeAll() {
-	n.mu.Lock()
-	defer n.mu.Unlock()
-	for ws, set := range n.waiters {
+func (f *fanout) wakeAll() {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for key, set := range f.waiters {
 		for ch := range set {
 			close(ch)
 		}
-		delete(n.waiters, ws)
+		delete(f.waiters, key)
 	}
 }
 
-// Run keeps the subscription until ctx is cancelled, re-subscribing after
-// errors; waiters are woken on every reconnect so none misses an append.
-func (n *notifier) Run(ctx context.Context) {
-	defer n.wakeAll()
+// Run holds the subscription until ctx is cancelled, re-subscribing after
+// errors; every (re)connect wakes all waiters so none misses a message
+// sent while the subscription was down, and so does the stop.
+func (f *fanout) Run(ctx context.Context) {
+	defer f.wakeAll()
 	for ctx.Err() == nil {
-		sub := n.rdb.PSubscribe(ctx, n.prefix+"*")
+		sub := f.rdb.PSubscribe(ctx, f.pattern)
 		if _, err := sub.Receive(ctx); err != nil {
 			_ = sub.Close()
-			n.log.Debug("journal notify subscription failed", "err", err)
+			f.log.Debug("notify subscription failed", "pattern", f.pattern, "err", err)
 			select {
 			case <-ctx.Done():
 			case <-time.After(time.Second):
 			}
 			continue
 		}
-		n.wakeAll()
+		f.wakeAll()
 		ch := sub.Channel()
 	loop:
 		for {
@@ -94,7 +105,9 @@ func (n *notifier) Run(ctx context.Context) {
 				if !ok {
 					break loop
 				}
-				n.wake(strings.TrimPrefix(m.Channel, n.prefix))
+				if key, ok := f.keyOf(m.Channel); ok {
+					f.wake(key)
+				}
 			}
 		}
 		_ = sub.Close()

@@ -73,8 +73,8 @@ type Server struct {
 	log      *slog.Logger
 	metrics  *metrics
 	limiter  *limiter
-	notifier *notifier
-	inboxes  *inboxNotifier
+	notifier *fanout // journal appends, per workspace
+	inboxes  *fanout // inbox updates, per party
 	inflight atomic.Int64
 	ready    atomic.Bool
 	handler  http.Handler
@@ -117,10 +117,10 @@ func New(cfg Config, deps Deps) (*Server, error) {
 		log:      deps.Log.With("component", "gateway"),
 		metrics:  newMetrics(deps.Registry),
 		limiter:  newLimiter(cfg.Limits),
-		notifier: newNotifier(deps.Redis, deps.Journal, deps.Log),
+		notifier: journalFanout(deps.Redis, deps.Journal.NotifyChannel(""), deps.Log),
 	}
 	if deps.Inbox != nil {
-		s.inboxes = newInboxNotifier(deps.Redis, deps.Inbox, deps.Log)
+		s.inboxes = inboxFanout(deps.Redis, deps.Inbox, deps.Log)
 	}
 	s.ready.Store(true)
 	s.handler = s.routes()

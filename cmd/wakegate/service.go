@@ -111,9 +111,14 @@ func runService(ctx context.Context, role string, args []string, stdout, stderr 
 		run.add(d.Run)
 		router := route.NewRouter(rdb, j, reg2, st.subs, st.sup, st.box, reg)
 		run.add(route.NewConsumer(rdb, j, router.Handle, log, reg, route.ConsumerConfig{}).Run)
-		run.add(func(ctx context.Context) error { return sweepSubscriptions(ctx, st.subs, log) })
+		run.add(func(ctx context.Context) error {
+			return every(ctx, time.Minute, "sweep subscriptions", log, func(ctx context.Context, now time.Time) error {
+				_, err := st.subs.Sweep(ctx, now)
+				return err
+			})
+		})
 		run.add(tr.RunSettler)
-		run.add(func(ctx context.Context) error { return trimLoop(ctx, j, log) })
+		run.add(func(ctx context.Context) error { return every(ctx, time.Minute, "trim journal", log, j.Trim) })
 		if role == "worker" {
 			run.add(func(ctx context.Context) error { return serveAdmin(ctx, cfg.WorkerAddr, rdb, reg, ready, log) })
 		}
@@ -260,34 +265,17 @@ type stores struct {
 	box  *inbox.Inbox
 }
 
-// sweepSubscriptions removes subscriptions whose until time passed, once a
-// minute.
-func sweepSubscriptions(ctx context.Context, subs *subscriptions.Store, log *slog.Logger) error {
-	t := time.NewTicker(time.Minute)
+// every runs f every d until ctx is cancelled, logging its errors.
+func every(ctx context.Context, d time.Duration, what string, log *slog.Logger, f func(ctx context.Context, now time.Time) error) error {
+	t := time.NewTicker(d)
 	defer t.Stop()
 	for {
 		select {
 		case <-ctx.Done():
 			return nil
 		case now := <-t.C:
-			if _, err := subs.Sweep(ctx, now); err != nil && ctx.Err() == nil {
-				log.Warn("sweep subscriptions", "err", err)
-			}
-		}
-	}
-}
-
-// trimLoop drops journal entries past retention once a minute.
-func trimLoop(ctx context.Context, j *journal.Journal, log *slog.Logger) error {
-	t := time.NewTicker(time.Minute)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return nil
-		case now := <-t.C:
-			if err := j.Trim(ctx, now); err != nil && ctx.Err() == nil {
-				log.Warn("trim journal", "err", err)
+			if err := f(ctx, now); err != nil && ctx.Err() == nil {
+				log.Warn(what+" failed", "err", err)
 			}
 		}
 	}
