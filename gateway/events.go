@@ -16,6 +16,7 @@ import (
 	"github.com/wakegate/wakegate/delivery/ingest"
 	"github.com/wakegate/wakegate/delivery/journal"
 	"github.com/wakegate/wakegate/delivery/sessions"
+	"github.com/wakegate/wakegate/delivery/tracker"
 	"github.com/wakegate/wakegate/providers/agent"
 	"github.com/wakegate/wakegate/providers/event"
 )
@@ -114,45 +115,72 @@ func tokenKey(c *agent.Claims) string {
 	return k
 }
 
-// resolve does what must happen before the commit: lineage for new
-// parents (refusing cycles), and PR claims (refusing a second claimant).
-// A claim is idempotent, so a push retried after a failed commit claims
-// again harmlessly.
+// resolve does what must happen before the commit, checking everything
+// before writing anything: lineage for new parents (refusing cycles), the
+// repositories of PR claims, existing links (refusing a second claimant),
+// and only then the claims. A claim is idempotent and written before the
+// events are: a push retried after a failed commit claims again harmlessly.
 func (s *Server) resolve(ctx context.Context, claims *agent.Claims, prepared []*agent.Prepared, now time.Time) ([]ingest.Item, *problem) {
 	items := make([]ingest.Item, len(prepared))
+	var errs []*agent.EventError
 	for i, p := range prepared {
 		e := p.Event
-		it := ingest.Item{Event: e, Labels: p.Labels, PausedUntil: p.PausedUntil, Reason: p.Reason,
+		items[i] = ingest.Item{Event: e, Labels: p.Labels, PausedUntil: p.PausedUntil, Reason: p.Reason,
 			Journal: e.Type != "session.heartbeat"}
 		if p.Parent != "" {
 			lineage, err := s.deps.Sessions.LineageFor(ctx, e.Workspace, e.SessionID, p.Parent, now)
 			if errors.Is(err, sessions.ErrCycle) {
-				return nil, eventsProblem([]*agent.EventError{{Index: i, ID: e.ID, Detail: err.Error()}})
+				errs = append(errs, &agent.EventError{Index: i, ID: e.ID, Detail: err.Error()})
+				continue
 			}
 			if err != nil {
 				return nil, unavailable("storage unavailable; retry")
 			}
-			it.Parent, it.Lineage = p.Parent, lineage
+			items[i].Parent, items[i].Lineage = p.Parent, lineage
 		}
-		if p.PROpened != nil {
-			if ws, ok := s.cfg.Workspaces.Lookup(p.PROpened.Repo); !ok || ws != claims.Workspace {
+		if c := p.PROpened; c != nil {
+			if ws, ok := s.cfg.Workspaces.Lookup(c.Repo); !ok || ws != claims.Workspace {
 				return nil, newProblem(http.StatusForbidden, "forbidden",
-					fmt.Sprintf("event %d: repository %s does not map to this workspace", i, p.PROpened.Repo))
+					fmt.Sprintf("event %d: repository %s does not map to this workspace", i, c.Repo))
 			}
-			holder, err := s.deps.Linker.Claim(ctx, claims.Workspace, p.PROpened.Repo, p.PROpened.Number, e.SessionID, now)
-			if err != nil && holder != "" {
-				pr := newProblem(http.StatusConflict, "conflict",
-					fmt.Sprintf("%s#%d is linked to another session", p.PROpened.Repo, p.PROpened.Number))
-				pr.Holder = "session:" + holder
-				return nil, pr
+			holder, err := s.deps.Linker.Link(ctx, claims.Workspace, c.Repo, c.Number)
+			if err != nil {
+				return nil, unavailable("storage unavailable; retry")
+			}
+			if holder != "" && holder != e.SessionID {
+				// Claiming again writes only the wakegate.link_conflict record.
+				if _, err := s.deps.Linker.Claim(ctx, claims.Workspace, c.Repo, c.Number, e.SessionID, now); !errors.Is(err, tracker.ErrLinkConflict) {
+					return nil, unavailable("storage unavailable; retry")
+				}
+				return nil, linkConflict(c, holder)
+			}
+		}
+	}
+	if len(errs) > 0 {
+		return nil, eventsProblem(errs)
+	}
+	for _, p := range prepared {
+		if c := p.PROpened; c != nil {
+			holder, err := s.deps.Linker.Claim(ctx, claims.Workspace, c.Repo, c.Number, p.Event.SessionID, now)
+			if errors.Is(err, tracker.ErrLinkConflict) { // claimed meanwhile
+				return nil, linkConflict(c, holder)
 			}
 			if err != nil {
 				return nil, unavailable("storage unavailable; retry")
 			}
 		}
-		items[i] = it
 	}
 	return items, nil
+}
+
+// linkConflict answers a claim on a PR another session holds; the holder
+// is named when it is of the same workspace.
+func linkConflict(c *agent.PRClaim, holder string) *problem {
+	p := newProblem(http.StatusConflict, "conflict", fmt.Sprintf("%s#%d is linked to another session", c.Repo, c.Number))
+	if holder != "" {
+		p.Holder = "session:" + holder
+	}
+	return p
 }
 
 // eventsProblem answers a refused push: 403 when any event is not the
@@ -221,7 +249,7 @@ func (s *Server) readEvents(c *gin.Context) {
 			return
 		}
 		remaining := time.Until(deadline)
-		if len(evs) > 0 || remaining <= 0 {
+		if len(evs) > 0 || remaining <= 0 || s.isStopping() {
 			stop()
 			if evs == nil {
 				evs = []*event.Event{}
@@ -234,6 +262,7 @@ func (s *Server) readEvents(c *gin.Context) {
 		select {
 		case <-woken:
 		case <-timer.C:
+		case <-s.stopping:
 		case <-c.Request.Context().Done():
 		}
 		timer.Stop()

@@ -98,7 +98,7 @@ func (s *Server) getInbox(c *gin.Context) {
 				return
 			}
 			remaining := time.Until(deadline)
-			if ready || remaining <= 0 {
+			if ready || remaining <= 0 || s.isStopping() {
 				stop()
 				break
 			}
@@ -106,6 +106,7 @@ func (s *Server) getInbox(c *gin.Context) {
 			select {
 			case <-woken:
 			case <-timer.C:
+			case <-s.stopping:
 			case <-ctx.Done():
 			}
 			timer.Stop()
@@ -170,10 +171,11 @@ func (s *Server) streamInbox(c *gin.Context) {
 			fmt.Fprint(c.Writer, ": keepalive\n\n")
 			c.Writer.Flush()
 			_ = s.deps.Sessions.Seen(ctx, claims.Workspace, string(claims.Party()), s.cfg.Now())
+		case <-s.stopping:
 		case <-ctx.Done():
 		}
 		stop()
-		if ctx.Err() != nil {
+		if ctx.Err() != nil || s.isStopping() {
 			return
 		}
 	}

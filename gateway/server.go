@@ -46,6 +46,7 @@ type Config struct {
 
 // linker claims a PR for the session that opened it (package tracker).
 type linker interface {
+	Link(ctx context.Context, workspace, repo string, number int) (string, error)
 	Claim(ctx context.Context, workspace, repo string, number int, session string, now time.Time) (string, error)
 }
 
@@ -77,6 +78,7 @@ type Server struct {
 	inboxes  *fanout // inbox updates, per party
 	inflight atomic.Int64
 	ready    atomic.Bool
+	stopping chan struct{} // closed when Run begins to stop: long-polls answer at once
 	handler  http.Handler
 	addr     atomic.Value // string
 }
@@ -123,6 +125,7 @@ func New(cfg Config, deps Deps) (*Server, error) {
 		s.inboxes = inboxFanout(deps.Redis, deps.Inbox, deps.Log)
 	}
 	s.ready.Store(true)
+	s.stopping = make(chan struct{})
 	s.handler = s.routes()
 	return s, nil
 }
@@ -168,9 +171,10 @@ func (s *Server) Run(ctx context.Context) error {
 	case <-ctx.Done():
 	}
 	s.SetReady(false)
+	close(s.stopping) // open long-polls and streams answer with what they have
 	sctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	stopNotifier() // ends open long-polls, which answer with what they have
+	stopNotifier()
 	err = srv.Shutdown(sctx)
 	<-notifierDone
 	if errors.Is(err, http.ErrServerClosed) {
@@ -283,6 +287,16 @@ func (s *Server) recoverPanic(c *gin.Context) {
 
 func statusClass(code int) string {
 	return string(rune('0'+code/100)) + "xx"
+}
+
+// isStopping reports whether the server has begun to stop.
+func (s *Server) isStopping() bool {
+	select {
+	case <-s.stopping:
+		return true
+	default:
+		return false
+	}
 }
 
 // commitContext bounds a commit so an unreachable Redis answers 503 in time.
