@@ -19,6 +19,7 @@ type problem struct {
 	Instance string `json:"instance,omitempty"`
 	Errors   any    `json:"errors,omitempty"`
 	Holder   string `json:"holder,omitempty"`
+	Epoch    int64  `json:"epoch,omitempty"` // a controller lease's fencing epoch, with holder
 
 	retryAfter time.Duration
 }
@@ -40,6 +41,8 @@ var titles = map[string]string{
 	"unavailable":        "Service unavailable",
 	"internal":           "Internal error",
 	"method-not-allowed": "Method not allowed",
+	"unprocessable":      "Unprocessable request",
+	"not_controller":     "Not the controller",
 }
 
 func newProblem(status int, typ, detail string) *problem {

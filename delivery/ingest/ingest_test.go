@@ -151,6 +151,14 @@ func TestCommitEvents(t *testing.T) {
 		if kid.Parent != "boss" || kid.Busy != "busy" || kid.Liveness != sessions.Live || fmt.Sprint(kid.Labels) != "[team-a]" {
 			t.Fatalf("kid record %+v", kid)
 		}
+		// Events of other kinds about a session leave its lifecycle state alone.
+		msg := agentEvent("ws", "session:boss", "kid", "m1", "message.sent")
+		if _, err := s.CommitEvents(ctx, "ws", "session:boss", []ingest.Item{{Event: msg, Journal: true}}, now); err != nil {
+			t.Fatal(err)
+		}
+		if kid, _ = reg.Get(ctx, "ws", "session:kid", now); kid.State != "session.turn_started" {
+			t.Fatalf("a message changed kid's state to %q", kid.State)
+		}
 		// A second parent is never recorded.
 		other := agentEvent("ws", "session:kid", "kid", "3", "session.spawned")
 		if _, err := s.CommitEvents(ctx, "ws", "session:kid", []ingest.Item{{Event: other, Parent: "x", Lineage: []string{"x"}, Journal: true}}, now); err != nil {

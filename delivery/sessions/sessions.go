@@ -187,6 +187,7 @@ local function wg_session(key, typ, now, parent, lineage, labels, paused, reason
     redis.call('HSET', key, 'lineage', lineage)
   end
   if labels ~= '' then redis.call('HSET', key, 'labels', labels) end
+  if string.sub(typ, 1, 8) ~= 'session.' then return redis.call('HGET', key, 'lineage') or '' end
   redis.call('HSET', key, 'state', typ)
   if typ == 'session.turn_started' then
     redis.call('HSET', key, 'busy', 'busy', 'busy_at', now)

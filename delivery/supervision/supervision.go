@@ -18,6 +18,8 @@
 //	T:ctl:<session>  hash    holder, scope, epoch (epoch outlives a release,
 //	                         so epochs only grow)
 //	T:obs:<session>  hash    observer party → scope
+//	T:held:<party>   set     sessions whose controller lease the party holds
+//	                         (maintained by the lease scripts; read by HeldBy)
 //	T:settings       string  the settings fields an admin has set, as JSON
 //	                         (defaults are not stored)
 package supervision
@@ -109,6 +111,7 @@ func (s *Store) tag(ws string) string             { return s.prefix + ":{sup:" +
 func (s *Store) ctlKey(ws, session string) string { return s.tag(ws) + ":ctl:" + session }
 func (s *Store) obsKey(ws, session string) string { return s.tag(ws) + ":obs:" + session }
 func (s *Store) settingsKey(ws string) string     { return s.tag(ws) + ":settings" }
+func (s *Store) heldKey(ws, party string) string  { return s.tag(ws) + ":held:" + party }
 
 func validScope(scope string) bool { return scope == ScopeSelf || scope == ScopeSubtree }
 
@@ -146,9 +149,11 @@ func checkIDs(ws, session string) error {
 // leaseScript grants, keeps or moves a controller lease.
 var leaseScript = redis.NewScript(`
 -- lease: take a session's controller lease.
--- KEYS[1] T:ctl:<session>
+-- KEYS[1] T:ctl:<session>, KEYS[2] T:held:<caller>,
+-- KEYS[3] T:held:<ARGV[3]> (KEYS[2] again when ARGV[3] is '')
 -- ARGV[1] caller party, ARGV[2] scope,
--- ARGV[3] the holder to replace ('' = replace nobody), ARGV[4] its epoch
+-- ARGV[3] the holder to replace ('' = replace nobody), ARGV[4] its epoch,
+-- ARGV[5] the session id (the member of the T:held sets)
 -- Returns {status, holder, epoch, previous holder}:
 --   status 1 granted (free, or ARGV[3] still holds at ARGV[4]): epoch+1
 --   status 2 the caller holds it already: scope updated, same epoch
@@ -158,11 +163,14 @@ local holder = h[1] or ''
 local epoch = tonumber(h[2] or '0') or 0
 if holder == ARGV[1] then
   redis.call('HSET', KEYS[1], 'scope', ARGV[2])
+  redis.call('SADD', KEYS[2], ARGV[5])
   return {2, holder, epoch, ''}
 end
 if holder == '' or (ARGV[3] ~= '' and holder == ARGV[3] and epoch == tonumber(ARGV[4])) then
   epoch = epoch + 1
   redis.call('HSET', KEYS[1], 'holder', ARGV[1], 'scope', ARGV[2], 'epoch', epoch)
+  if holder ~= '' then redis.call('SREM', KEYS[3], ARGV[5]) end
+  redis.call('SADD', KEYS[2], ARGV[5])
   return {1, ARGV[1], epoch, holder}
 end
 return {0, holder, epoch, ''}
@@ -171,26 +179,28 @@ return {0, holder, epoch, ''}
 // releaseScript lets the holder go of a lease.
 var releaseScript = redis.NewScript(`
 -- release: drop a controller lease if the caller holds it.
--- KEYS[1] T:ctl:<session>
--- ARGV[1] caller party
+-- KEYS[1] T:ctl:<session>, KEYS[2] T:held:<caller>
+-- ARGV[1] caller party, ARGV[2] the session id
 -- Returns 1 when released, 0 when the caller does not hold it. The epoch
 -- stays, so the next holder's epoch is higher still.
 if redis.call('HGET', KEYS[1], 'holder') ~= ARGV[1] then return 0 end
 redis.call('HDEL', KEYS[1], 'holder', 'scope')
+redis.call('SREM', KEYS[2], ARGV[2])
 return 1
 `)
 
 // defaultScript makes a parent its child's controller unless one is set.
 var defaultScript = redis.NewScript(`
 -- default controller: set the spawner as controller of a new session.
--- KEYS[1] T:ctl:<child>
--- ARGV[1] the parent's party (session:<parent>)
+-- KEYS[1] T:ctl:<child>, KEYS[2] T:held:<parent's party>
+-- ARGV[1] the parent's party (session:<parent>), ARGV[2] the child id
 -- Returns 1 when set (scope subtree, epoch+1), 0 when the child already
 -- had a controller (nothing written).
 local holder = redis.call('HGET', KEYS[1], 'holder')
 if holder and holder ~= '' then return 0 end
 redis.call('HSET', KEYS[1], 'holder', ARGV[1], 'scope', 'subtree')
 redis.call('HINCRBY', KEYS[1], 'epoch', 1)
+redis.call('SADD', KEYS[2], ARGV[2])
 return 1
 `)
 
@@ -256,11 +266,14 @@ func (s *Store) Supervise(ctx context.Context, workspace, session, caller, role,
 		return Edge{Session: session, Role: Observer, Holder: caller, Scope: scope}, "", nil
 	}
 
-	key := []string{s.ctlKey(workspace, session)}
 	replace, replaceEpoch := "", int64(0) // the holder to replace, found dead or taken over
 	replaceDead := false
 	for range 8 {
-		res, err := leaseScript.Run(ctx, s.rdb, key, caller, scope, replace, replaceEpoch).Slice()
+		keys := []string{s.ctlKey(workspace, session), s.heldKey(workspace, caller), s.heldKey(workspace, caller)}
+		if replace != "" {
+			keys[2] = s.heldKey(workspace, replace)
+		}
+		res, err := leaseScript.Run(ctx, s.rdb, keys, caller, scope, replace, replaceEpoch, session).Slice()
 		if err != nil {
 			return Edge{}, "", storage("controller lease of "+session, err)
 		}
@@ -306,7 +319,7 @@ func (s *Store) Release(ctx context.Context, workspace, session, caller, role st
 	}
 	switch role {
 	case Controller:
-		n, err := releaseScript.Run(ctx, s.rdb, []string{s.ctlKey(workspace, session)}, caller).Int()
+		n, err := releaseScript.Run(ctx, s.rdb, []string{s.ctlKey(workspace, session), s.heldKey(workspace, caller)}, caller, session).Int()
 		if err != nil {
 			return storage("release "+session, err)
 		}
@@ -337,7 +350,8 @@ func (s *Store) SetDefaultController(ctx context.Context, workspace, child, pare
 	if !event.ValidID(parent) || parent == child {
 		return invalid("parent %q of %s", parent, child)
 	}
-	if err := defaultScript.Run(ctx, s.rdb, []string{s.ctlKey(workspace, child)}, event.SessionSubject(parent)).Err(); err != nil {
+	holder := event.SessionSubject(parent)
+	if err := defaultScript.Run(ctx, s.rdb, []string{s.ctlKey(workspace, child), s.heldKey(workspace, holder)}, holder, child).Err(); err != nil {
 		return storage("default controller of "+child, err)
 	}
 	return nil

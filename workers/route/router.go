@@ -57,7 +57,7 @@ func newRouterMetrics(reg prometheus.Registerer) *routerMetrics {
 		undeliverable: f.NewCounter(prometheus.CounterOpts{Name: "wakegate_route_undeliverable_total",
 			Help: "Session events of attention or more that reached nobody, not even the fallback."}),
 	}
-	for _, v := range []string{inbox.ViaSubscription, inbox.ViaController, inbox.ViaObserver, inbox.ViaFallback} {
+	for _, v := range []string{inbox.ViaSubscription, inbox.ViaController, inbox.ViaObserver, inbox.ViaFallback, inbox.ViaDirect} {
 		m.deliveries.WithLabelValues(v)
 	}
 	return m
@@ -92,38 +92,36 @@ func (r *Router) Handle(ctx context.Context, shard int, e *event.Event) error {
 	if err != nil {
 		return err
 	}
-	var labels []string
-	if e.SessionID != "" {
-		s, err := r.reg.Get(ctx, e.Workspace, event.SessionSubject(e.SessionID), now)
-		if err != nil {
+	to := map[string]recipient{}
+	// A message goes to its target and the target's observers only
+	// (DESIGN §7): no subscriber, no controller, no fallback.
+	message := e.Type == "message.sent" && e.SessionID != ""
+	if message {
+		to[event.SessionSubject(e.SessionID)] = recipient{via: inbox.ViaDirect}
+		if err := r.supervisors(ctx, e, settings, now, to, false); err != nil {
 			return err
 		}
-		labels = s.Labels
-	}
-	to := map[string]recipient{}
-	matches, err := r.subs.Match(ctx, e, labels)
-	if err != nil {
-		return err
-	}
-	for _, s := range matches {
-		to[s.Owner] = recipient{via: inbox.ViaSubscription, mode: s.Delivery, waiter: s.Owner == "session:"+e.SessionID}
-	}
-	if e.SessionID != "" {
-		if err := r.supervisors(ctx, e, settings, now, to); err != nil {
+	} else {
+		if err := r.subscribers(ctx, e, now, to); err != nil {
 			return err
+		}
+		if e.SessionID != "" {
+			if err := r.supervisors(ctx, e, settings, now, to, true); err != nil {
+				return err
+			}
 		}
 	}
 	// A sender never hears its own event; the subject session hears about
-	// itself only through its own subscriptions.
+	// itself only through its own subscriptions (or as a message's target).
 	delete(to, causer(e))
 	if self := "session:" + e.SessionID; e.SessionID != "" {
-		if rc, ok := to[self]; ok && rc.via != inbox.ViaSubscription {
+		if rc, ok := to[self]; ok && rc.via != inbox.ViaSubscription && rc.via != inbox.ViaDirect {
 			delete(to, self)
 		}
 	}
 	sessionEvent := strings.HasPrefix(e.Subject, "session:")
 	if len(to) == 0 && sessionEvent && e.Priority.Rank() >= event.Attention.Rank() {
-		if settings.Fallback != nil && settings.Fallback.Party != "" && settings.Fallback.Party != causer(e) {
+		if !message && settings.Fallback != nil && settings.Fallback.Party != "" && settings.Fallback.Party != causer(e) {
 			to[settings.Fallback.Party] = recipient{via: inbox.ViaFallback}
 		} else {
 			return r.undeliverable(ctx, e)
@@ -155,53 +153,52 @@ func (r *Router) Handle(ctx context.Context, shard int, e *event.Event) error {
 	return nil
 }
 
+// subscribers adds the owners of the subscriptions e matches.
+func (r *Router) subscribers(ctx context.Context, e *event.Event, now time.Time, to map[string]recipient) error {
+	var labels []string
+	if e.SessionID != "" {
+		s, err := r.reg.Get(ctx, e.Workspace, event.SessionSubject(e.SessionID), now)
+		if err != nil {
+			return err
+		}
+		labels = s.Labels
+	}
+	matches, err := r.subs.Match(ctx, e, labels)
+	if err != nil {
+		return err
+	}
+	for _, s := range matches {
+		to[s.Owner] = recipient{via: inbox.ViaSubscription, mode: s.Delivery, waiter: s.Owner == "session:"+e.SessionID}
+	}
+	return nil
+}
+
 // supervisors adds the observers of e's session and of its ancestors with
-// scope subtree, and the effective controller: the session's own if not
+// scope subtree, and (withController) the effective controller as
+// supervision.EffectiveController resolves it: the session's own if not
 // dead, else the nearest ancestor's subtree controller that is not dead,
 // else the workspace default if not dead. Inheritance is resolved here,
 // at routing time, from the event's lineage.
-func (r *Router) supervisors(ctx context.Context, e *event.Event, settings supervision.Settings, now time.Time, to map[string]recipient) error {
+func (r *Router) supervisors(ctx context.Context, e *event.Event, settings supervision.Settings, now time.Time, to map[string]recipient, withController bool) error {
 	chain := append([]string{e.SessionID}, e.Lineage...)
 	edges, err := r.sup.EdgesFor(ctx, e.Workspace, chain)
 	if err != nil {
 		return err
 	}
-	controller := ""
-	for i, s := range chain {
-		for _, edge := range edges[s] {
-			inherited := i > 0
-			if inherited && edge.Scope != supervision.ScopeSubtree {
-				continue
-			}
-			switch edge.Role {
-			case supervision.Observer:
-				if _, ok := to[edge.Holder]; !ok {
-					to[edge.Holder] = recipient{via: inbox.ViaObserver}
-				}
-			case supervision.Controller:
-				if controller != "" {
-					continue
-				}
-				dead, err := r.dead(ctx, e.Workspace, edge.Holder, now)
-				if err != nil {
-					return err
-				}
-				if !dead {
-					controller = edge.Holder
-				}
-			}
+	for _, edge := range supervision.Applicable(chain, edges) {
+		if _, ok := to[edge.Holder]; !ok && edge.Role == supervision.Observer {
+			to[edge.Holder] = recipient{via: inbox.ViaObserver}
 		}
 	}
-	if controller == "" && settings.DefaultController != "" {
-		dead, err := r.dead(ctx, e.Workspace, settings.DefaultController, now)
-		if err != nil {
-			return err
-		}
-		if !dead {
-			controller = settings.DefaultController
-		}
+	if !withController {
+		return nil
 	}
-	if controller != "" {
+	res, err := supervision.EffectiveController(ctx, e.Workspace, chain, edges, settings.DefaultController,
+		func(ctx context.Context, ws, party string) (bool, error) { return r.dead(ctx, ws, party, now) })
+	if err != nil {
+		return err
+	}
+	if controller := res.Party; controller != "" {
 		if rc, ok := to[controller]; !ok || rc.via == inbox.ViaObserver {
 			to[controller] = recipient{via: inbox.ViaController}
 		}

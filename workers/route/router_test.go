@@ -210,12 +210,67 @@ func TestSubscriptionsObserversAndTheSender(t *testing.T) {
 		t.Fatal(err)
 	}
 	// boss messages its own child: boss (the sender) does not hear it,
-	// the subtree observer and the subscriber do.
+	// the target and the subtree observer do; a message goes to the target
+	// and its observers only, so the subscriber does not (DESIGN §7).
 	w.push("session:boss", "kid", "message.sent", `{"text":"stop","source":"session:boss"}`,
 		func(it *ingest.Item) { it.Event.CoalesceKey = "message:1" })
 	w.want("session:boss")
+	w.want("session:kid", "message.sent×1 wake")
 	w.want("human:carol", "message.sent×1 wake")
-	w.want("human:dave", "message.sent×1 wake")
+	w.want("human:dave")
+	// The subscriber still hears other events of its types.
+	w.push("session:kid", "kid", "message.other", "")
+	w.want("human:dave", "message.other×1 digest")
+}
+
+// TestMessageGoesToTargetAndObserversOnly: message.sent reaches its
+// target (directly, though it is the subject session) and the observers of
+// the target and of its ancestors' subtrees — not the controller, not a
+// subscriber, not the fallback, never the sender; each message is its own
+// entry.
+func TestMessageGoesToTargetAndObserversOnly(t *testing.T) {
+	w := newWorld(t)
+	w.settings(`{"default_controller":"session:chief","fallback":{"party":"human:ops"}}`)
+	w.spawn("kid", "boss")
+	observe := func(session, party, scope string) {
+		t.Helper()
+		if _, _, err := w.sup.Supervise(w.ctx, ws, session, party, supervision.Observer, scope, false, false, time.Now()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	observe("kid", "human:erin", supervision.ScopeSelf)
+	observe("boss", "human:carol", supervision.ScopeSubtree)
+	observe("boss", "human:frank", supervision.ScopeSelf) // boss's own events only
+	observe("kid", "session:peer", supervision.ScopeSelf) // the sender below
+	sub, err := subscriptions.Parse([]byte(`{"types":["message.sent"]}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	sub.Workspace, sub.Owner = ws, "human:dave"
+	if _, err := w.subs.Create(w.ctx, sub, time.Now()); err != nil {
+		t.Fatal(err)
+	}
+	for i, text := range []string{"first", "second"} {
+		w.push("session:peer", "kid", "message.sent", `{"text":"`+text+`","source":"session:peer"}`,
+			func(it *ingest.Item) { it.Event.CoalesceKey = fmt.Sprint("message:session:peer:", i) })
+	}
+	w.want("session:kid", "message.sent×1 wake", "message.sent×1 wake")
+	w.want("human:erin", "message.sent×1 wake", "message.sent×1 wake")
+	w.want("human:carol", "message.sent×1 wake", "message.sent×1 wake")
+	for _, p := range []string{"session:peer", "session:boss", "session:chief", "human:frank", "human:dave", "human:ops"} {
+		w.want(p)
+	}
+	entries, _, err := w.box.List(w.ctx, ws, "session:kid", 0, false, 10)
+	if err != nil || len(entries) != 2 || entries[0].Via != inbox.ViaDirect {
+		t.Fatalf("target's entries %+v %v, want two via direct", entries, err)
+	}
+	// A message to oneself reaches only the observers; with none, it is one
+	// undeliverable fault, never the fallback.
+	w.push("session:lonely", "lonely", "message.sent", `{"text":"me","source":"session:lonely"}`)
+	w.want("human:ops")
+	if n := w.faults(); n != 1 {
+		t.Fatalf("%d faults, want 1", n)
+	}
 }
 
 func TestLedgerRecordsEveryDeliveryOnce(t *testing.T) {
