@@ -24,7 +24,7 @@ import (
 
 // world is a workspace on real Redis with every store the router reads.
 type world struct {
-	t     *testing.T
+	t     testing.TB
 	ctx   context.Context
 	rdb   *redis.Client
 	j     *journal.Journal
@@ -39,7 +39,7 @@ type world struct {
 
 const ws = "acme"
 
-func newWorld(t *testing.T) *world {
+func newWorld(t testing.TB) *world {
 	rdb, prefix := redistest.New(t)
 	j := journal.New(rdb, journal.Config{Prefix: prefix, Shards: 4})
 	reg := sessions.New(rdb, j, time.Minute)
