@@ -386,6 +386,9 @@ func (s *Server) childToken(c *gin.Context) {
 			abort(c, newProblem(http.StatusUnprocessableEntity, "invalid-events", err.Error()))
 			return
 		}
+		if err == nil && s.deps.Sup != nil { // the spawner controls its child unless one is set
+			err = s.deps.Sup.SetDefaultController(ctx, claims.Workspace, child, parent)
+		}
 		if err != nil {
 			s.storeProblem(c, "parent", err)
 			return

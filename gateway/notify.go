@@ -58,6 +58,17 @@ func (f *fanout) wait(key string) (<-chan struct{}, func()) {
 	}
 }
 
+// waiting counts the waiters.
+func (f *fanout) waiting() int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	n := 0
+	for _, set := range f.waiters {
+		n += len(set)
+	}
+	return n
+}
+
 func (f *fanout) wake(key string) {
 	f.mu.Lock()
 	defer f.mu.Unlock()

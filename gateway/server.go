@@ -153,13 +153,7 @@ func (s *Server) Run(ctx context.Context) error {
 	srv := &http.Server{Handler: s.handler, ReadHeaderTimeout: 10 * time.Second}
 	nctx, stopNotifier := context.WithCancel(context.Background())
 	notifierDone := make(chan struct{})
-	go func() {
-		defer close(notifierDone)
-		if s.inboxes != nil {
-			go s.inboxes.Run(nctx)
-		}
-		s.notifier.Run(nctx)
-	}()
+	go func() { defer close(notifierDone); s.runNotifiers(nctx) }()
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve(ln) }()
 	s.log.Info("gateway listening", "addr", ln.Addr().String())
@@ -287,6 +281,19 @@ func (s *Server) recoverPanic(c *gin.Context) {
 
 func statusClass(code int) string {
 	return string(rune('0'+code/100)) + "xx"
+}
+
+// runNotifiers holds the Pub/Sub subscriptions long-polls wait on, until
+// ctx is cancelled.
+func (s *Server) runNotifiers(ctx context.Context) {
+	done := make(chan struct{})
+	if s.inboxes != nil {
+		go func() { defer close(done); s.inboxes.Run(ctx) }()
+	} else {
+		close(done)
+	}
+	s.notifier.Run(ctx)
+	<-done
 }
 
 // isStopping reports whether the server has begun to stop.

@@ -383,7 +383,7 @@ type state map[string]string
 // background matches keys that are not commits: journal-consumer leases,
 // fencing epochs and cursors, worker heartbeats, and what routing derives
 // from journal entries (delivery ledgers, inboxes).
-var background = regexp.MustCompile(`:(lease|epoch|cursor|ledger)$|:route:|:ib:|heartbeat`)
+var background = regexp.MustCompile(`:(lease|epoch|cursor|ledger)$|:route:|:ib:|:\{sup:|heartbeat`)
 
 func (s *stack) state(t testing.TB) state {
 	t.Helper()

@@ -532,7 +532,9 @@ func (s *Store) CreateWatching(ctx context.Context, sub Subscription, now time.T
 			out.Ended = append(out.Ended, Ended{Subject: subj, Terminal: t})
 		}
 	}
-	if created.Until == UntilSubjectTerminal && len(out.Ended) > 0 {
+	// A subscription whose every subject has ended can never match again:
+	// it closes, whatever its until (DESIGN §3 DeathWatch).
+	if len(out.Ended) > 0 && (created.Until == UntilSubjectTerminal || len(out.Ended) == len(created.Subjects)) {
 		if _, err := s.remove(ctx, created.Workspace, []string{created.ID}); err != nil {
 			return out, fmt.Errorf("close subscription %s: %w", created.ID, err)
 		}

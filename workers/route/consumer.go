@@ -184,7 +184,10 @@ func (c *Consumer) balance(ctx context.Context) {
 func (c *Consumer) liveWorkers(ctx context.Context, now time.Time) (int, error) {
 	pipe := c.rdb.TxPipeline()
 	pipe.ZAdd(ctx, c.workersKey(), redis.Z{Score: float64(now.UnixMilli()), Member: c.owner})
-	pipe.ZRemRangeByScore(ctx, c.workersKey(), "-inf", strconv.FormatInt(now.Add(-3*c.cfg.LeaseTTL).UnixMilli(), 10))
+	// A live worker beats every quarter TTL: one silent for a whole TTL is
+	// gone, and so are its leases, so the survivors' share grows as soon
+	// as its shards are free.
+	pipe.ZRemRangeByScore(ctx, c.workersKey(), "-inf", strconv.FormatInt(now.Add(-c.cfg.LeaseTTL).UnixMilli(), 10))
 	n := pipe.ZCard(ctx, c.workersKey())
 	if _, err := pipe.Exec(ctx); err != nil {
 		return 0, err
