@@ -1,7 +1,6 @@
 package gateway
 
 import (
-	"encoding/json"
 	"errors"
 	"mime"
 	"net/http"
@@ -46,20 +45,15 @@ func (s *Server) githubWebhook(c *gin.Context) {
 		}
 		payload = []byte(form.Get("payload"))
 	}
-	var head struct {
-		Action     string `json:"action"`
-		Repository struct {
-			FullName string `json:"full_name"`
-		} `json:"repository"`
-	}
-	if err := json.Unmarshal(payload, &head); err != nil {
+	head, err := github.Extract(payload)
+	if err != nil {
 		s.metrics.webhooks.WithLabelValues("refused").Inc()
 		abort(c, newProblem(http.StatusBadRequest, "malformed", "payload is not a JSON object"))
 		return
 	}
 	d := &ingest.Delivery{
 		GUID: guid, Event: eventType, Hook: hookScope(c), ContentType: mediaType,
-		Repo: head.Repository.FullName, Body: body, Received: s.cfg.Now().UTC(),
+		Repo: head.Repo, Body: body, Received: s.cfg.Now().UTC(),
 	}
 	outcome := "accepted"
 	if ws, ok := s.cfg.Workspaces.Lookup(d.Repo); ok {

@@ -120,10 +120,13 @@ func (s *Store) CommitDelivery(ctx context.Context, d *Delivery) (Outcome, error
 	}
 	shard := s.shardOf(d.Repo)
 	tag := s.Tag(shard)
-	sum := sha256.Sum256(append([]byte(d.Repo+"\x00"), d.Body...))
+	h := sha256.New()
+	h.Write([]byte(d.Repo + "\x00"))
+	h.Write(d.Body)
+	sum := h.Sum(nil)
 	keys := []string{
 		tag + ":dd:" + d.Hook + ":" + d.GUID,
-		tag + ":bh:" + hex.EncodeToString(sum[:]),
+		tag + ":bh:" + hex.EncodeToString(sum),
 		rawKey(tag, d.GUID, d.Hook),
 		s.StreamKey(shard),
 	}
@@ -155,6 +158,19 @@ func maxLen(cfg journal.Config) int64 {
 
 func rawKey(tag, guid, hook string) string { return tag + ":raw:" + guid + ":" + hook }
 
+// Trim drops ingest records older than the retention: their raw
+// deliveries have expired with them. Run it periodically from one worker.
+func (s *Store) Trim(ctx context.Context, now time.Time) error {
+	minID := fmt.Sprintf("%d-0", now.Add(-s.j.Config().Retention).UnixMilli())
+	var errs []error
+	for shard := range s.Shards() {
+		if err := s.rdb.XTrimMinIDApprox(ctx, s.StreamKey(shard), minID, 0).Err(); err != nil {
+			errs = append(errs, fmt.Errorf("trim ingest shard %d: %w", shard, err))
+		}
+	}
+	return errors.Join(errs...)
+}
+
 // Record is an ingest record: a committed delivery waiting to be derived.
 type Record struct {
 	Shard  int
@@ -175,21 +191,35 @@ func ParseRecord(shard int, m redis.XMessage) Record {
 // ErrNotFound is returned for a raw delivery that is not (or no longer) kept.
 var ErrNotFound = errors.New("not found")
 
-// Raw returns the committed delivery of an ingest record.
-func (s *Store) Raw(ctx context.Context, rec Record) (*Delivery, error) {
-	v, err := s.rdb.Get(ctx, rawKey(s.Tag(rec.Shard), rec.GUID, rec.Hook)).Bytes()
-	if errors.Is(err, redis.Nil) {
-		return nil, fmt.Errorf("raw delivery %s: %w", rec.GUID, ErrNotFound)
+// Raws returns the committed deliveries of ingest records of one shard,
+// in one round trip (their keys share the shard's slot). A record whose
+// raw delivery is no longer kept gets an error wrapping ErrNotFound.
+func (s *Store) Raws(ctx context.Context, shard int, recs []Record) ([]*Delivery, []error, error) {
+	keys := make([]string, len(recs))
+	for i, rec := range recs {
+		keys[i] = rawKey(s.Tag(shard), rec.GUID, rec.Hook)
 	}
+	vals, err := s.rdb.MGet(ctx, keys...).Result()
 	if err != nil {
-		return nil, fmt.Errorf("raw delivery %s: %w", rec.GUID, err)
+		return nil, nil, fmt.Errorf("raw deliveries of ingest shard %d: %w", shard, err)
 	}
-	d, err := decodeRaw(v)
-	if err != nil {
-		return nil, fmt.Errorf("raw delivery %s: %w", rec.GUID, err)
+	out := make([]*Delivery, len(recs))
+	errs := make([]error, len(recs))
+	for i, v := range vals {
+		str, ok := v.(string)
+		if !ok {
+			errs[i] = fmt.Errorf("raw delivery %s: %w", recs[i].GUID, ErrNotFound)
+			continue
+		}
+		d, err := decodeRaw([]byte(str))
+		if err != nil {
+			errs[i] = fmt.Errorf("raw delivery %s: %w", recs[i].GUID, err)
+			continue
+		}
+		d.Replay = recs[i].Replay
+		out[i] = d
 	}
-	d.Replay = rec.Replay
-	return d, nil
+	return out, errs, nil
 }
 
 // rawMeta is what a raw record keeps beside the compressed body.

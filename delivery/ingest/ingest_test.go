@@ -2,6 +2,7 @@ package ingest_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"testing"
@@ -69,16 +70,25 @@ func TestCommitDelivery(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
+			var recs []ingest.Record
 			for _, m := range msgs {
+				recs = append(recs, ingest.ParseRecord(shard, m))
+			}
+			if len(recs) == 0 {
+				continue
+			}
+			raws, errs, err := s.Raws(ctx, shard, append(recs, ingest.Record{Shard: shard, GUID: "gone", Hook: "1"}))
+			if err != nil {
+				t.Fatal(err)
+			}
+			for i, raw := range raws[:len(recs)] {
 				n++
-				rec := ingest.ParseRecord(shard, m)
-				raw, err := s.Raw(ctx, rec)
-				if err != nil {
-					t.Fatalf("raw of %+v: %v", rec, err)
+				if errs[i] != nil || raw.Event != "pull_request" || raw.Workspace != "default" || len(raw.Body) < len(body) {
+					t.Fatalf("raw round trip of %+v: %+v %v", recs[i], raw, errs[i])
 				}
-				if raw.Event != "pull_request" || raw.Workspace != "default" || len(raw.Body) < len(body) {
-					t.Fatalf("raw round trip: %+v", raw)
-				}
+			}
+			if !errors.Is(errs[len(recs)], ingest.ErrNotFound) {
+				t.Fatalf("missing raw delivery: %v", errs[len(recs)])
 			}
 		}
 		if n != 3 {

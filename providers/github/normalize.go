@@ -101,7 +101,7 @@ var prActions = map[string]bool{
 // error wrapping ErrMalformed.
 func Normalize(eventType string, body []byte) (Fact, error) {
 	var env envelope
-	if err := json.Unmarshal(body, &env); err != nil {
+	if err := unmarshal(body, &env); err != nil {
 		return Fact{}, malformed(eventType, err)
 	}
 	f := Fact{Event: eventType, Action: env.Action, Repo: env.Repository.FullName}
@@ -577,7 +577,7 @@ type installData struct {
 
 // decode unmarshals the payload into v.
 func (f *Fact) decode(body []byte, v any) error {
-	if err := json.Unmarshal(body, v); err != nil {
+	if err := unmarshal(body, v); err != nil {
 		return malformed(f.Event, err)
 	}
 	return nil

@@ -14,6 +14,8 @@ import (
 	"fmt"
 	"log/slog"
 	"net/url"
+	"runtime"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -145,9 +147,7 @@ func (d *Deriver) consume(ctx context.Context, shard int) {
 		}
 		backoff.reset()
 		for _, st := range res {
-			for _, m := range st.Messages {
-				d.handle(ctx, shard, m)
-			}
+			d.handle(ctx, shard, st.Messages)
 		}
 	}
 }
@@ -165,65 +165,110 @@ func (d *Deriver) Healthy() error {
 	return nil
 }
 
-// handle derives one record and acknowledges it unless it must run again.
-func (d *Deriver) handle(ctx context.Context, shard int, m redis.XMessage) {
+// handle derives a batch of one shard's records: their raw deliveries in
+// one round trip, normalized in parallel (the CPU-heavy part), then folded
+// into the tracker one by one in stream order, and acknowledged together.
+// A record that fails for a reason that may pass stays pending: the relay
+// re-runs it once it has been idle a while.
+func (d *Deriver) handle(ctx context.Context, shard int, msgs []redis.XMessage) {
 	start := time.Now()
-	rec := ingest.ParseRecord(shard, m)
-	outcome, err := d.derive(ctx, rec)
-	d.m.duration.Observe(time.Since(start).Seconds())
+	recs := make([]ingest.Record, len(msgs))
+	for i, m := range msgs {
+		recs[i] = ingest.ParseRecord(shard, m)
+	}
+	raws, rawErrs, err := d.store.Raws(ctx, shard, recs)
 	if err != nil {
-		// Left pending: the relay re-runs it once it has been idle a while.
-		d.m.derived.WithLabelValues("retry").Inc()
 		if ctx.Err() == nil {
-			d.log.Warn("derive failed; will retry", "shard", shard, "delivery_id", rec.GUID, "err", err)
+			d.log.Warn("read raw deliveries; will retry", "shard", shard, "err", err)
 		}
+		d.m.derived.WithLabelValues("retry").Add(float64(len(msgs)))
 		return
 	}
-	d.m.derived.WithLabelValues(outcome).Inc()
-	if ms, _, ok := strings.Cut(m.ID, "-"); ok {
-		var t int64
-		fmt.Sscan(ms, &t)
-		d.m.lag.Set(time.Since(time.UnixMilli(t)).Seconds())
+	facts := make([]*github.Fact, len(recs))
+	errs := make([]error, len(recs))
+	var wg sync.WaitGroup
+	sem := make(chan struct{}, runtime.GOMAXPROCS(0))
+	for i := range recs {
+		if rawErrs[i] != nil || raws[i].Ignored != "" {
+			continue
+		}
+		wg.Add(1)
+		sem <- struct{}{}
+		go func() {
+			defer func() { <-sem; wg.Done() }()
+			facts[i], errs[i] = normalize(raws[i])
+		}()
 	}
-	if err := d.rdb.XAck(ctx, d.store.StreamKey(shard), group, m.ID).Err(); err != nil && ctx.Err() == nil {
-		d.log.Warn("ack ingest record", "shard", shard, "delivery_id", rec.GUID, "err", err)
+	wg.Wait()
+	var done []string
+	for i, rec := range recs {
+		outcome, err := d.derive(ctx, rec, raws[i], rawErrs[i], facts[i], errs[i])
+		if err != nil {
+			d.m.derived.WithLabelValues("retry").Inc()
+			if ctx.Err() == nil {
+				d.log.Warn("derive failed; will retry", "shard", shard, "delivery_id", rec.GUID, "err", err)
+			}
+			continue
+		}
+		d.m.derived.WithLabelValues(outcome).Inc()
+		done = append(done, rec.ID)
 	}
+	if len(done) > 0 {
+		d.m.lag.Set(time.Since(streamTime(done[len(done)-1])).Seconds())
+		if err := d.rdb.XAck(ctx, d.store.StreamKey(shard), group, done...).Err(); err != nil && ctx.Err() == nil {
+			d.log.Warn("ack ingest records", "shard", shard, "err", err)
+		}
+	}
+	d.m.duration.Observe(time.Since(start).Seconds() / float64(len(msgs)))
 }
 
-// derive returns the outcome, or an error when the record must run again.
-// A payload that cannot be normalized is permanent: set aside as poison.
-func (d *Deriver) derive(ctx context.Context, rec ingest.Record) (outcome string, err error) {
+// normalize parses a committed delivery; a panic is an error.
+func normalize(del *ingest.Delivery) (f *github.Fact, err error) {
 	defer func() {
 		if v := recover(); v != nil {
-			err = fmt.Errorf("panic deriving %s: %v", rec.GUID, v)
+			err = fmt.Errorf("panic normalizing %s: %v", del.GUID, v)
 		}
 	}()
-	del, err := d.store.Raw(ctx, rec)
-	if errors.Is(err, ingest.ErrNotFound) {
-		return "expired", nil
-	}
-	if err != nil {
-		return "", err
-	}
 	payload := del.Body
 	if del.ContentType == "application/x-www-form-urlencoded" {
 		form, err := url.ParseQuery(string(del.Body))
 		if err != nil {
-			return d.poison(ctx, rec, "form body: "+err.Error())
+			return nil, fmt.Errorf("form body: %w", err)
 		}
 		payload = []byte(form.Get("payload"))
 	}
 	fact, err := github.Normalize(del.Event, payload)
 	if err != nil {
-		return d.poison(ctx, rec, err.Error())
-	}
-	if fact.Ignored != "" {
-		return "ignored", nil
+		return nil, err
 	}
 	if fact.Time.IsZero() {
 		fact.Time = del.Received
 	}
-	_, err = d.tracker.Apply(ctx, del.Workspace, del.GUID, &fact, d.cfg.Now())
+	return &fact, nil
+}
+
+// derive folds one normalized record into the tracker and returns its
+// outcome, or an error when it must run again. A payload that cannot be
+// normalized is permanent: set aside as poison.
+func (d *Deriver) derive(ctx context.Context, rec ingest.Record, del *ingest.Delivery, rawErr error, fact *github.Fact, normErr error) (outcome string, err error) {
+	switch {
+	case errors.Is(rawErr, ingest.ErrNotFound):
+		return "expired", nil
+	case rawErr != nil:
+		return d.poison(ctx, rec, rawErr.Error())
+	case del.Ignored != "":
+		return "ignored", nil
+	case normErr != nil:
+		return d.poison(ctx, rec, normErr.Error())
+	case fact.Ignored != "":
+		return "ignored", nil
+	}
+	defer func() {
+		if v := recover(); v != nil {
+			err = fmt.Errorf("panic deriving %s: %v", rec.GUID, v)
+		}
+	}()
+	_, err = d.tracker.Apply(ctx, del.Workspace, del.GUID, fact, d.cfg.Now())
 	if errors.Is(err, tracker.ErrInvalidFact) {
 		return d.poison(ctx, rec, err.Error())
 	}
@@ -231,6 +276,12 @@ func (d *Deriver) derive(ctx context.Context, rec ingest.Record) (outcome string
 		return "", err
 	}
 	return "journaled", nil
+}
+
+func streamTime(id string) time.Time {
+	ms, _, _ := strings.Cut(id, "-")
+	n, _ := strconv.ParseInt(ms, 10, 64)
+	return time.UnixMilli(n)
 }
 
 // poison sets a record aside with its reason, for an operator to inspect
@@ -300,7 +351,7 @@ func (d *Deriver) Relay(ctx context.Context, shard int, minIdle time.Duration) (
 			continue
 		}
 		d.m.relayed.Inc()
-		d.handle(ctx, shard, msgs[0])
+		d.handle(ctx, shard, msgs)
 		n++
 	}
 	return n, nil
