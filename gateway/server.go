@@ -65,6 +65,12 @@ type Deps struct {
 	Registry prometheus.Registerer
 	Gatherer prometheus.Gatherer
 	Ready    func() error // extra readiness checks (workers heartbeating); nil = none
+
+	// Endpoints are the push endpoints; nil serves no /v1/endpoints.
+	Endpoints endpointStore
+	// DeadLetters are the pushes that never got through; nil serves no
+	// /admin/dead-letters.
+	DeadLetters deadLetters
 }
 
 // Server is the gateway.
@@ -218,6 +224,10 @@ func (s *Server) routes() http.Handler {
 	v1.POST("/sessions/:id/messages", s.requireScope("events:push"), s.sendMessage)
 	v1.GET("/workspace/supervision", s.requireScope("admin"), s.getWorkspaceSupervision)
 	v1.PUT("/workspace/supervision", s.requireScope("admin"), s.putWorkspaceSupervision)
+
+	// Operators, every workspace (DESIGN §10).
+	admin := r.Group("/admin", s.authenticate, s.requireScope("operator"))
+	s.endpointRoutes(v1, admin)
 	return r
 }
 

@@ -4,11 +4,13 @@ import (
 	"flag"
 	"fmt"
 	"os"
+	"strconv"
 	"strings"
 	"time"
 
 	"github.com/wakegate/wakegate/providers/event"
 	"github.com/wakegate/wakegate/providers/github"
+	pushw "github.com/wakegate/wakegate/workers/push"
 )
 
 // config is every setting of DESIGN §12. Each is an environment variable
@@ -35,6 +37,9 @@ type config struct {
 	MaxBody        string
 	SecretsFile    string
 	LogLevel       string
+
+	AllowPrivateEndpoints bool
+	PushRetry             []time.Duration
 }
 
 // setting describes one variable for parsing and for --help.
@@ -99,6 +104,19 @@ func settings() []setting {
 		{"WAKEGATE_MAX_BODY", "25MB", "largest webhook body accepted (GitHub's own cap is 25 MB)", false, str(func(c *config) *string { return &c.MaxBody })},
 		{"WAKEGATE_SECRETS_FILE", "", "serve with no secrets: where generated secrets are written when stdout is not a terminal (default: a 0600 file in the temp dir)", false, str(func(c *config) *string { return &c.SecretsFile })},
 		{"WAKEGATE_LOG_LEVEL", "info", "debug, info, warn or error", false, str(func(c *config) *string { return &c.LogLevel })},
+		{"WAKEGATE_ALLOW_PRIVATE_ENDPOINTS", "false", "let push endpoints reach loopback and private addresses (tests, development)", false, func(c *config, v string) error {
+			b, err := strconv.ParseBool(v)
+			if err != nil {
+				return fmt.Errorf("want true or false")
+			}
+			c.AllowPrivateEndpoints = b
+			return nil
+		}},
+		{"WAKEGATE_PUSH_RETRY", pushw.DefaultSchedule, "delays between push attempts, each ±20 % jitter", false, func(c *config, v string) error {
+			d, err := pushw.ParseSchedule(v)
+			c.PushRetry = d
+			return err
+		}},
 	}
 }
 

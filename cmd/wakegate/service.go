@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/alicebob/miniredis/v2"
+	"github.com/hibiken/asynq"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
@@ -26,6 +27,7 @@ import (
 	"github.com/wakegate/wakegate/delivery/inbox"
 	"github.com/wakegate/wakegate/delivery/ingest"
 	"github.com/wakegate/wakegate/delivery/journal"
+	dpush "github.com/wakegate/wakegate/delivery/push"
 	"github.com/wakegate/wakegate/delivery/sessions"
 	"github.com/wakegate/wakegate/delivery/subscriptions"
 	"github.com/wakegate/wakegate/delivery/supervision"
@@ -35,6 +37,7 @@ import (
 	"github.com/wakegate/wakegate/providers/event"
 	"github.com/wakegate/wakegate/providers/github"
 	"github.com/wakegate/wakegate/workers/derive"
+	pushw "github.com/wakegate/wakegate/workers/push"
 	"github.com/wakegate/wakegate/workers/route"
 )
 
@@ -102,6 +105,15 @@ func runService(ctx context.Context, role string, args []string, stdout, stderr 
 		}),
 		box: inbox.New(rdb, inbox.Config{Prefix: cfg.RedisPrefix, Retention: cfg.Retention}),
 	}
+	// Pushes (DESIGN §8) ride Asynq on the same Redis, in the queue
+	// <prefix>:push; miniredis runs it too (workers/push tests it).
+	guard := &dpush.Guard{AllowPrivate: cfg.AllowPrivateEndpoints}
+	st.endpoints = dpush.NewEndpoints(rdb, cfg.RedisPrefix, guard)
+	st.push = pushw.New(rdb, asynq.NewClientFromRedisClient(rdb), st.box, st.endpoints, log, reg,
+		pushw.Config{Prefix: cfg.RedisPrefix, Schedule: cfg.PushRetry, Guard: guard})
+	if cfg.AllowPrivateEndpoints {
+		log.Warn("WAKEGATE_ALLOW_PRIVATE_ENDPOINTS is on: pushes may reach loopback and private networks")
+	}
 
 	var run group
 	var ready func() error // a worker's own readiness: its consumers are running
@@ -109,7 +121,7 @@ func runService(ctx context.Context, role string, args []string, stdout, stderr 
 		d := derive.New(rdb, store, tr, log, reg, derive.Config{})
 		ready = d.Healthy
 		run.add(d.Run)
-		router := route.NewRouter(rdb, j, reg2, st.subs, st.sup, st.box, reg)
+		router := route.NewRouter(rdb, j, reg2, st.subs, st.sup, st.box, reg).WithPusher(st.push)
 		run.add(route.NewConsumer(rdb, j, router.Handle, log, reg, route.ConsumerConfig{}).Run)
 		run.add(func(ctx context.Context) error {
 			return every(ctx, time.Minute, "sweep subscriptions", log, func(ctx context.Context, now time.Time) error {
@@ -118,7 +130,12 @@ func runService(ctx context.Context, role string, args []string, stdout, stderr 
 			})
 		})
 		run.add(tr.RunSettler)
-		run.add(func(ctx context.Context) error { return every(ctx, time.Minute, "trim journal", log, j.Trim) })
+		run.add(func(ctx context.Context) error {
+			return every(ctx, time.Minute, "trim journal", log, func(ctx context.Context, now time.Time) error {
+				return errors.Join(j.Trim(ctx, now), store.Trim(ctx, now))
+			})
+		})
+		run.add(newAsynqServer(rdb, st.push, log).Run)
 		if role == "worker" {
 			run.add(func(ctx context.Context) error { return serveAdmin(ctx, cfg.WorkerAddr, rdb, reg, ready, log) })
 		}
@@ -169,6 +186,7 @@ func buildGateway(cfg *config, rdb redis.UniversalClient, j *journal.Journal, st
 		Log: log, Redis: rdb, Journal: j, Ingest: store, Sessions: reg2, Linker: tr, Verifier: verifier,
 		Subs: st.subs, Sup: st.sup, Inbox: st.box,
 		Registry: reg, Gatherer: reg, Ready: ready,
+		Endpoints: st.endpoints, DeadLetters: st.push,
 	})
 }
 
@@ -260,9 +278,58 @@ func randomHex(n int) string {
 
 // stores are the routing state both roles use.
 type stores struct {
-	subs *subscriptions.Store
-	sup  *supervision.Store
-	box  *inbox.Inbox
+	subs      *subscriptions.Store
+	sup       *supervision.Store
+	box       *inbox.Inbox
+	endpoints *dpush.Endpoints
+	push      *pushw.Pusher
+}
+
+// asynqServer runs Asynq's workers: pushes, on the queue of this
+// deployment's prefix. Delayed tasks are checked every second (DESIGN §8:
+// timers within ±2 s).
+type asynqServer struct {
+	srv *asynq.Server
+	mux *asynq.ServeMux
+}
+
+func newAsynqServer(rdb redis.UniversalClient, p *pushw.Pusher, log *slog.Logger) *asynqServer {
+	mux := asynq.NewServeMux()
+	mux.Handle(pushw.TypeDeliver, p)
+	srv := asynq.NewServerFromRedisClient(rdb, asynq.Config{
+		Concurrency:              64, // pushes wait on the network, not the CPU
+		Queues:                   map[string]int{p.Queue(): 1},
+		DelayedTaskCheckInterval: time.Second,
+		RetryDelayFunc:           p.RetryDelay,
+		IsFailure:                pushw.IsFailure,
+		ShutdownTimeout:          15 * time.Second, // an attempt's 10 s timeout and some
+		Logger:                   asynqLogger{log.With("component", "asynq")},
+	})
+	return &asynqServer{srv: srv, mux: mux}
+}
+
+// Run works tasks until ctx is cancelled, then stops taking tasks and
+// lets those in flight finish (Asynq requeues what is left after its
+// shutdown timeout).
+func (a *asynqServer) Run(ctx context.Context) error {
+	if err := a.srv.Start(a.mux); err != nil {
+		return fmt.Errorf("start asynq: %w", err)
+	}
+	<-ctx.Done()
+	a.srv.Shutdown()
+	return nil
+}
+
+// asynqLogger writes Asynq's logs through slog.
+type asynqLogger struct{ log *slog.Logger }
+
+func (l asynqLogger) Debug(args ...any) { l.log.Debug(fmt.Sprint(args...)) }
+func (l asynqLogger) Info(args ...any)  { l.log.Info(fmt.Sprint(args...)) }
+func (l asynqLogger) Warn(args ...any)  { l.log.Warn(fmt.Sprint(args...)) }
+func (l asynqLogger) Error(args ...any) { l.log.Error(fmt.Sprint(args...)) }
+func (l asynqLogger) Fatal(args ...any) {
+	l.log.Error(fmt.Sprint(args...))
+	os.Exit(1)
 }
 
 // every runs f every d until ctx is cancelled, logging its errors.

@@ -35,6 +35,23 @@ type Router struct {
 	now       func() time.Time
 	m         *routerMetrics
 	ledgerLen int64
+	push      pusher // nil: no outbound pushes
+}
+
+// pusher enqueues the outbound push of an inbox update that decided a
+// wake, when the party has an endpoint (package workers/push). It must be
+// idempotent on (workspace, party, res.Seq): a re-run of the routing calls
+// it again with the original result.
+type pusher interface {
+	Enqueue(ctx context.Context, workspace, party string, res inbox.Result, e *event.Event) error
+}
+
+// WithPusher makes the router enqueue a push after every delivery that
+// decided a wake, duplicates included, so a crash between the inbox write
+// and the enqueue loses no push. It returns r.
+func (r *Router) WithPusher(p pusher) *Router {
+	r.push = p
+	return r
 }
 
 // NewRouter returns a router.
@@ -143,6 +160,11 @@ func (r *Router) Handle(ctx context.Context, shard int, e *event.Event) error {
 		if err := r.rdb.XAdd(ctx, &redis.XAddArgs{Stream: LedgerKey(r.j, shard), MaxLen: r.ledgerLen, Approx: true,
 			Values: []any{"seq", e.Seq, "source", e.Source, "id", e.ID, "to", party, "inbox_seq", res.Seq, "via", rc.via}}).Err(); err != nil {
 			return err
+		}
+		if res.Wake && r.push != nil {
+			if err := r.push.Enqueue(ctx, e.Workspace, party, res, e); err != nil {
+				return err
+			}
 		}
 	}
 	if e.Terminal && e.Subject != "" {

@@ -1,0 +1,579 @@
+// Package push sends wakegate's outbound pushes (DESIGN §8) on Asynq: the
+// router enqueues one push:deliver task per wake to a party with an
+// endpoint, under the task id of its webhook-id (so a re-run of the
+// routing enqueues nothing twice); the handler signs the fixed body
+// (Standard Webhooks), POSTs it through the SSRF guard with a 10 s
+// timeout and no redirects, and decides: 2xx delivered (and, for a human:
+// party, the entry acked), 410 the endpoint disabled, 429/503 with
+// Retry-After retried after it, anything else retried on the
+// WAKEGATE_PUSH_RETRY schedule with ±20 % jitter. A per-endpoint circuit
+// breaker defers attempts to a failing endpoint without consuming them;
+// after the last attempt the push is a dead letter in wakegate's own
+// store, which an operator lists and redelivers.
+//
+// The task payload carries the body, the webhook-id and the endpoint's
+// (workspace, party) — never the secret, which is read at send time.
+package push
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"math/big"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/hibiken/asynq"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promauto"
+	"github.com/redis/go-redis/v9"
+
+	"github.com/wakegate/wakegate/delivery/inbox"
+	dpush "github.com/wakegate/wakegate/delivery/push"
+	"github.com/wakegate/wakegate/providers/event"
+)
+
+// TypeDeliver is the Asynq task type of one push.
+const TypeDeliver = "push:deliver"
+
+// DefaultSchedule is WAKEGATE_PUSH_RETRY's default: the delays between
+// attempts, about three days in all.
+const DefaultSchedule = "5s,5m,30m,2h,5h,10h,14h,20h,24h"
+
+// ParseSchedule reads a comma-separated list of positive durations (at
+// most 50).
+func ParseSchedule(s string) ([]time.Duration, error) {
+	var out []time.Duration
+	for _, f := range strings.Split(s, ",") {
+		d, err := time.ParseDuration(strings.TrimSpace(f))
+		if err != nil || d <= 0 {
+			return nil, fmt.Errorf("%q: want positive durations such as 5s,5m,30m", strings.TrimSpace(f))
+		}
+		out = append(out, d)
+	}
+	if len(out) > 50 {
+		return nil, fmt.Errorf("at most 50 delays, got %d", len(out))
+	}
+	return out, nil
+}
+
+// Config of the pusher. Zero values take the defaults.
+type Config struct {
+	// Prefix is WAKEGATE_REDIS_PREFIX. Default "wg".
+	Prefix string
+	// Schedule is the delays between attempts (WAKEGATE_PUSH_RETRY):
+	// a push gets len(Schedule)+1 attempts. Default DefaultSchedule.
+	Schedule []time.Duration
+	// Timeout bounds one attempt, connection to answer. Default 10s.
+	Timeout time.Duration
+	// Breaker tunes the per-endpoint circuit breaker.
+	Breaker dpush.BreakerConfig
+	// Guard keeps pushes off internal networks; nil refuses every private
+	// address.
+	Guard *dpush.Guard
+}
+
+// Queue is the Asynq queue of a deployment's pushes: Asynq's keys do not
+// take WAKEGATE_REDIS_PREFIX, so the queue name carries it, and two
+// deployments on one Redis never work each other's pushes.
+func Queue(prefix string) string {
+	if prefix == "" {
+		prefix = "wg"
+	}
+	return prefix + ":push"
+}
+
+// enqueuer is the part of *asynq.Client the pusher uses.
+type enqueuer interface {
+	EnqueueContext(ctx context.Context, task *asynq.Task, opts ...asynq.Option) (*asynq.TaskInfo, error)
+}
+
+// Pusher enqueues pushes and is the Asynq handler that sends them. It is
+// safe for concurrent use.
+type Pusher struct {
+	cfg       Config
+	queue     string
+	rdb       redis.UniversalClient
+	client    enqueuer
+	box       *inbox.Inbox
+	endpoints *dpush.Endpoints
+	breaker   *dpush.Breaker
+	dead      *dpush.DeadLetters
+	http      *http.Client
+	log       *slog.Logger
+	m         *metrics
+	now       func() time.Time
+}
+
+// New returns a pusher: client enqueues on rdb's Asynq, box is acked for
+// human: parties, endpoints are where pushes go.
+func New(rdb redis.UniversalClient, client *asynq.Client, box *inbox.Inbox, endpoints *dpush.Endpoints,
+	log *slog.Logger, reg prometheus.Registerer, cfg Config) *Pusher {
+	if cfg.Prefix == "" {
+		cfg.Prefix = "wg"
+	}
+	if len(cfg.Schedule) == 0 {
+		cfg.Schedule, _ = ParseSchedule(DefaultSchedule)
+	}
+	if cfg.Timeout <= 0 {
+		cfg.Timeout = 10 * time.Second
+	}
+	if cfg.Guard == nil {
+		cfg.Guard = &dpush.Guard{}
+	}
+	if cfg.Breaker.ProbeFor <= 0 {
+		cfg.Breaker.ProbeFor = cfg.Timeout + 5*time.Second
+	}
+	if log == nil {
+		log = slog.Default()
+	}
+	if reg == nil {
+		reg = prometheus.NewRegistry()
+	}
+	tr := &http.Transport{
+		Proxy:                 nil, // a proxy would dial for us, past the guard
+		DialContext:           cfg.Guard.DialContext,
+		ForceAttemptHTTP2:     true,
+		MaxIdleConns:          256,
+		MaxIdleConnsPerHost:   8,
+		IdleConnTimeout:       90 * time.Second,
+		TLSHandshakeTimeout:   cfg.Timeout,
+		ResponseHeaderTimeout: cfg.Timeout,
+	}
+	return &Pusher{
+		cfg:       cfg,
+		queue:     Queue(cfg.Prefix),
+		rdb:       rdb,
+		client:    client,
+		box:       box,
+		endpoints: endpoints,
+		breaker:   dpush.NewBreaker(rdb, cfg.Prefix, cfg.Breaker),
+		dead:      dpush.NewDeadLetters(rdb, cfg.Prefix, 0),
+		http: &http.Client{Transport: tr, Timeout: cfg.Timeout,
+			CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }},
+		log: log.With("component", "push"),
+		m:   newMetrics(reg),
+		now: time.Now,
+	}
+}
+
+// Queue is the Asynq queue the pusher's tasks go to.
+func (p *Pusher) Queue() string { return p.queue }
+
+type metrics struct {
+	enqueued prometheus.Counter
+	attempts *prometheus.CounterVec
+	latency  prometheus.Histogram
+	deferred prometheus.Counter
+	dropped  *prometheus.CounterVec
+	dead     prometheus.Counter
+}
+
+func newMetrics(reg prometheus.Registerer) *metrics {
+	f := promauto.With(reg)
+	m := &metrics{
+		enqueued: f.NewCounter(prometheus.CounterOpts{Name: "wakegate_push_enqueued_total",
+			Help: "Pushes enqueued (a wake to a party with an endpoint, or a redelivery)."}),
+		attempts: f.NewCounterVec(prometheus.CounterOpts{Name: "wakegate_push_attempts_total",
+			Help: "Push attempts by outcome."}, []string{"outcome"}),
+		latency: f.NewHistogram(prometheus.HistogramOpts{Name: "wakegate_push_attempt_duration_seconds",
+			Help: "Duration of push attempts.", Buckets: prometheus.ExponentialBuckets(0.005, 2, 12)}),
+		deferred: f.NewCounter(prometheus.CounterOpts{Name: "wakegate_push_deferred_total",
+			Help: "Push attempts deferred by an open circuit breaker (no attempt consumed)."}),
+		dropped: f.NewCounterVec(prometheus.CounterOpts{Name: "wakegate_push_dropped_total",
+			Help: "Pushes not sent, by reason."}, []string{"reason"}),
+		dead: f.NewCounter(prometheus.CounterOpts{Name: "wakegate_push_dead_letters_total",
+			Help: "Pushes that became dead letters."}),
+	}
+	for _, o := range []string{"success", "failure", "gone"} {
+		m.attempts.WithLabelValues(o)
+	}
+	for _, r := range []string{"no_endpoint", "disabled", "already_sent"} {
+		m.dropped.WithLabelValues(r)
+	}
+	return m
+}
+
+// payload is a push:deliver task's payload. Body is a string so the bytes
+// signed and sent are exactly the bytes fixed at enqueue.
+type payload struct {
+	Workspace  string `json:"ws"`
+	Party      string `json:"party"`
+	Seq        int64  `json:"seq"`
+	WebhookID  string `json:"webhook_id"`
+	Kind       string `json:"kind"`
+	Format     string `json:"format"`
+	Body       string `json:"body"`
+	DecidedAt  int64  `json:"decided_at"`           // unix ms
+	Redelivery int    `json:"redelivery,omitempty"` // the operator's nth redelivery
+}
+
+// Enqueue enqueues the push of one inbox update that decided a wake, when
+// party has an enabled endpoint; it is the router's pusher. The body is
+// fixed here; the task id is the webhook-id, derived from the update's
+// seq, so calling it again for the same update (a re-run of the routing,
+// where Deliver returns the original result) enqueues nothing new.
+func (p *Pusher) Enqueue(ctx context.Context, workspace, party string, res inbox.Result, e *event.Event) error {
+	if !res.Wake || res.Seq <= 0 {
+		return nil
+	}
+	ep, err := p.endpoints.Get(ctx, workspace, party)
+	if err != nil {
+		return err
+	}
+	if ep == nil || ep.Disabled() {
+		return nil
+	}
+	id := dpush.WebhookID(p.cfg.Prefix, workspace, party, res.Seq)
+	evJSON, err := json.Marshal(e)
+	if err != nil {
+		return fmt.Errorf("encode event %s: %w", e.ID, err)
+	}
+	entry, err := p.entryAt(ctx, workspace, party, res, e, evJSON)
+	if err != nil {
+		return err
+	}
+	body, err := dpush.Render(ep.Format, dpush.Message{WebhookID: id, Kind: res.Kind, Party: party, Entry: entry, Event: evJSON})
+	if err != nil {
+		return err
+	}
+	return p.enqueue(ctx, id, payload{Workspace: workspace, Party: party, Seq: res.Seq, WebhookID: id, Kind: res.Kind,
+		Format: ep.Format, Body: string(body), DecidedAt: p.now().UnixMilli()})
+}
+
+// entryAt is the entry as the update left it; when it has moved on since
+// (acked, or folded into a newer seq: a re-run), the event stands for it.
+func (p *Pusher) entryAt(ctx context.Context, workspace, party string, res inbox.Result, e *event.Event, evJSON []byte) (*inbox.Entry, error) {
+	es, _, err := p.box.List(ctx, workspace, party, res.Seq-1, true, 1)
+	if err != nil {
+		return nil, err
+	}
+	if len(es) == 1 && es[0].Seq == res.Seq {
+		return &es[0], nil
+	}
+	pr := e.Priority
+	if pr == "" {
+		pr = event.DefaultPriority(e.Type, e.Data)
+	}
+	return &inbox.Entry{Seq: res.Seq, Type: e.Type, Subject: e.Subject, Count: 1, Priority: pr, Kind: res.Kind,
+		Summary: e.Summary, FirstAt: e.Time, LastAt: e.Time, Event: evJSON, Latest: evJSON, FoldedIDs: []string{e.ID},
+		Wake: true, WakeSeq: res.Seq}, nil
+}
+
+// enqueue puts one push task on the queue; a task of the same id already
+// there is the same push.
+func (p *Pusher) enqueue(ctx context.Context, taskID string, pl payload) error {
+	b, err := json.Marshal(pl)
+	if err != nil {
+		return fmt.Errorf("encode push %s: %w", pl.WebhookID, err)
+	}
+	_, err = p.client.EnqueueContext(ctx, asynq.NewTask(TypeDeliver, b), asynq.TaskID(taskID), asynq.Queue(p.queue),
+		asynq.MaxRetry(p.maxRetry()), asynq.Timeout(p.cfg.Timeout+15*time.Second))
+	if errors.Is(err, asynq.ErrTaskIDConflict) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("enqueue push %s: %w", pl.WebhookID, err)
+	}
+	p.m.enqueued.Inc()
+	return nil
+}
+
+// maxRetry is Asynq's MaxRetry of a push: the schedule, plus one spare.
+// Asynq archives a task that fails with Retried ≥ MaxRetry whatever the
+// error, before it asks IsFailure; the spare lets the breaker defer the
+// last attempt too. The handler itself decides which attempt is the last:
+// Retried ≥ len(Schedule).
+func (p *Pusher) maxRetry() int { return len(p.cfg.Schedule) + 1 }
+
+func (p *Pusher) sentKey(id string) string { return p.cfg.Prefix + ":push:sent:" + id }
+
+// sentTTL is how long a delivered push is remembered, so a re-run of the
+// routing within it does not send it again.
+const sentTTL = 24 * time.Hour
+
+// DeferredError defers a push without consuming an attempt: the
+// endpoint's circuit breaker is open (or probing) until Until.
+type DeferredError struct{ Until time.Time }
+
+func (e *DeferredError) Error() string {
+	return "circuit breaker open until " + e.Until.UTC().Format(time.RFC3339)
+}
+
+// infraError is a failure of wakegate's own storage: retried soon,
+// consuming no attempt.
+type infraError struct{ err error }
+
+func (e *infraError) Error() string { return "push storage: " + e.err.Error() }
+func (e *infraError) Unwrap() error { return e.err }
+
+// attemptError is a failed attempt: a status other than 2xx, or no answer.
+type attemptError struct {
+	status     int
+	retryAfter time.Duration
+	err        error
+}
+
+func (e *attemptError) Error() string {
+	if e.err != nil {
+		return e.err.Error()
+	}
+	return "endpoint answered " + strconv.Itoa(e.status)
+}
+
+// IsFailure is Asynq's IsFailure for pushes: a deferral by the breaker,
+// a storage error and a worker that died mid-attempt (Asynq's recoverer
+// reports ErrLeaseExpired) consume no attempt.
+func IsFailure(err error) bool {
+	var d *DeferredError
+	var i *infraError
+	return !errors.As(err, &d) && !errors.As(err, &i) && !errors.Is(err, asynq.ErrLeaseExpired)
+}
+
+// RetryDelay is Asynq's RetryDelayFunc: for pushes, a deferral waits for
+// the breaker, a Retry-After is honoured (capped at the schedule's longest
+// delay), a storage error or a dead worker's attempt waits about 5 s, and
+// a failed attempt n waits Schedule[n] ±20 %. Other task types get Asynq's
+// default.
+func (p *Pusher) RetryDelay(n int, err error, t *asynq.Task) time.Duration {
+	if t.Type() != TypeDeliver {
+		return asynq.DefaultRetryDelayFunc(n, err, t)
+	}
+	var d *DeferredError
+	var i *infraError
+	var a *attemptError
+	switch {
+	case errors.As(err, &d):
+		return max(time.Until(d.Until), 0) + randDuration(time.Second)
+	case errors.As(err, &i), errors.Is(err, asynq.ErrLeaseExpired):
+		return jitter(5 * time.Second)
+	case errors.As(err, &a) && a.retryAfter > 0:
+		return min(a.retryAfter, longest(p.cfg.Schedule))
+	}
+	return jitter(p.cfg.Schedule[min(max(n, 0), len(p.cfg.Schedule)-1)])
+}
+
+func longest(ds []time.Duration) time.Duration {
+	var m time.Duration
+	for _, d := range ds {
+		m = max(m, d)
+	}
+	return m
+}
+
+// jitter spreads d by ±20 %.
+func jitter(d time.Duration) time.Duration {
+	return d - d/5 + randDuration(2*d/5)
+}
+
+func randDuration(n time.Duration) time.Duration {
+	if n <= 0 {
+		return 0
+	}
+	r, _ := rand.Int(rand.Reader, big.NewInt(int64(n)))
+	return time.Duration(r.Int64())
+}
+
+// ProcessTask makes one attempt of a push; it is the Asynq handler of
+// TypeDeliver.
+func (p *Pusher) ProcessTask(ctx context.Context, t *asynq.Task) error {
+	var pl payload
+	if err := json.Unmarshal(t.Payload(), &pl); err != nil || pl.WebhookID == "" {
+		return fmt.Errorf("push payload: %v: %w", err, asynq.SkipRetry)
+	}
+	sent, err := p.rdb.Exists(ctx, p.sentKey(pl.WebhookID)).Result()
+	if err != nil {
+		return &infraError{err}
+	}
+	if sent == 1 { // delivered already (a re-run of the routing, or a crash after the 2xx)
+		p.m.dropped.WithLabelValues("already_sent").Inc()
+		return p.delivered(ctx, pl)
+	}
+	ep, err := p.endpoints.Get(ctx, pl.Workspace, pl.Party)
+	if err != nil {
+		return &infraError{err}
+	}
+	if ep == nil || ep.Disabled() {
+		reason := "no_endpoint"
+		if ep != nil {
+			reason = "disabled"
+		}
+		p.m.dropped.WithLabelValues(reason).Inc()
+		p.log.Info("push dropped", "webhook_id", pl.WebhookID, "reason", reason)
+		return nil
+	}
+	retried, _ := asynq.GetRetryCount(ctx)
+	maxRetry, ok := asynq.GetMaxRetry(ctx)
+	if !ok {
+		maxRetry = p.maxRetry()
+	}
+	allowed, wait, err := p.breaker.Allow(ctx, pl.Workspace, pl.Party, p.now())
+	if err != nil {
+		return &infraError{err}
+	}
+	if !allowed && retried < maxRetry { // past MaxRetry a deferral would be archived: attempt anyway
+		p.m.deferred.Inc()
+		return &DeferredError{Until: wait}
+	}
+	start := p.now()
+	status, retryAfter, sendErr := p.send(ctx, ep, pl, start)
+	p.m.latency.Observe(p.now().Sub(start).Seconds())
+	success := sendErr == nil && status >= 200 && status < 300
+	if _, err := p.breaker.Record(ctx, pl.Workspace, pl.Party, success, p.now()); err != nil {
+		p.log.Warn("record push outcome in breaker", "webhook_id", pl.WebhookID, "err", err)
+	}
+	attempts := retried + 1
+	switch {
+	case success:
+		p.m.attempts.WithLabelValues("success").Inc()
+		if err := p.rdb.Set(ctx, p.sentKey(pl.WebhookID), "1", sentTTL).Err(); err != nil {
+			p.log.Warn("remember delivered push", "webhook_id", pl.WebhookID, "err", err)
+		}
+		return p.delivered(ctx, pl)
+	case status == http.StatusGone:
+		p.m.attempts.WithLabelValues("gone").Inc()
+		if _, err := p.endpoints.Disable(ctx, pl.Workspace, pl.Party, ep.URL, "the endpoint answered 410 Gone"); err != nil {
+			return &infraError{err}
+		}
+		p.log.Warn("push endpoint disabled: 410 Gone", "webhook_id", pl.WebhookID, "workspace", pl.Workspace, "party", pl.Party)
+		if err := p.deadLetter(ctx, pl, ep, attempts, status, "410 Gone: endpoint disabled"); err != nil {
+			return err
+		}
+		return fmt.Errorf("push %s: 410 Gone, endpoint disabled: %w", pl.WebhookID, asynq.SkipRetry)
+	}
+	p.m.attempts.WithLabelValues("failure").Inc()
+	failure := &attemptError{status: status, retryAfter: retryAfter, err: sendErr}
+	if retried >= len(p.cfg.Schedule) {
+		if err := p.deadLetter(ctx, pl, ep, attempts, status, failure.Error()); err != nil {
+			return err
+		}
+		return fmt.Errorf("push %s: last attempt failed: %w: %w", pl.WebhookID, failure, asynq.SkipRetry)
+	}
+	p.log.Debug("push attempt failed", "webhook_id", pl.WebhookID, "attempt", attempts, "status", status, "err", failure)
+	return failure
+}
+
+// delivered finishes a push that got its 2xx: a human: party's entry is
+// acked (a session acks itself by reading), a redelivered dead letter is
+// no longer dead. Both are idempotent, so a retry after a storage error
+// redoes them.
+func (p *Pusher) delivered(ctx context.Context, pl payload) error {
+	if strings.HasPrefix(pl.Party, "human:") {
+		if _, err := p.box.Ack(ctx, pl.Workspace, pl.Party, 0, []int64{pl.Seq}); err != nil && !errors.Is(err, inbox.ErrBeyondLast) {
+			return &infraError{err}
+		}
+	}
+	if pl.Redelivery > 0 {
+		if _, err := p.dead.Remove(ctx, pl.WebhookID); err != nil {
+			return &infraError{err}
+		}
+	}
+	return nil
+}
+
+// send makes one signed attempt. It returns the status (0 when no answer
+// came) and the Retry-After of a 429 or 503.
+func (p *Pusher) send(ctx context.Context, ep *dpush.Endpoint, pl payload, now time.Time) (int, time.Duration, error) {
+	key, err := dpush.ParseSecret(ep.Secret)
+	if err != nil {
+		return 0, 0, err
+	}
+	ctx, cancel := context.WithTimeout(ctx, p.cfg.Timeout)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, ep.URL, strings.NewReader(pl.Body))
+	if err != nil {
+		return 0, 0, fmt.Errorf("build request: %w", err)
+	}
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("User-Agent", "wakegate-push/1")
+	dpush.SetHeaders(req.Header, key, pl.WebhookID, now, []byte(pl.Body))
+	resp, err := p.http.Do(req)
+	if err != nil {
+		var ue *url.Error
+		if errors.As(err, &ue) {
+			err = ue.Err // the URL may itself be a secret (a Slack webhook): keep it out of errors
+		}
+		return 0, 0, err
+	}
+	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 64<<10))
+	resp.Body.Close()
+	var retryAfter time.Duration
+	if resp.StatusCode == http.StatusTooManyRequests || resp.StatusCode == http.StatusServiceUnavailable {
+		retryAfter = parseRetryAfter(resp.Header.Get("Retry-After"), now)
+	}
+	return resp.StatusCode, retryAfter, nil
+}
+
+// parseRetryAfter reads seconds or an HTTP date; 0 when absent or past.
+func parseRetryAfter(v string, now time.Time) time.Duration {
+	if v == "" {
+		return 0
+	}
+	if s, err := strconv.ParseInt(strings.TrimSpace(v), 10, 64); err == nil {
+		if s <= 0 {
+			return 0
+		}
+		return time.Duration(min(s, int64(7*24*time.Hour/time.Second))) * time.Second
+	}
+	if t, err := http.ParseTime(v); err == nil && t.After(now) {
+		return t.Sub(now)
+	}
+	return 0
+}
+
+// deadLetter records a push that will not be attempted again.
+func (p *Pusher) deadLetter(ctx context.Context, pl payload, ep *dpush.Endpoint, attempts, status int, why string) error {
+	d := dpush.DeadLetter{ID: pl.WebhookID, Workspace: pl.Workspace, Party: pl.Party, Seq: pl.Seq, Kind: pl.Kind,
+		URL: ep.URL, Format: pl.Format, Attempts: attempts, Status: status, Error: why,
+		DecidedAt: time.UnixMilli(pl.DecidedAt).UTC(), DeadAt: p.now().UTC(), Redeliveries: pl.Redelivery, Body: pl.Body}
+	if err := p.dead.Put(ctx, d); err != nil {
+		return &infraError{err}
+	}
+	p.m.dead.Inc()
+	p.log.Warn("push dead-lettered", "webhook_id", pl.WebhookID, "workspace", pl.Workspace, "party", pl.Party,
+		"attempts", attempts, "status", status)
+	return nil
+}
+
+// DeadLetters returns up to limit dead letters, newest first, and how
+// many there are.
+func (p *Pusher) DeadLetters(ctx context.Context, limit int) ([]dpush.DeadLetter, int64, error) {
+	return p.dead.List(ctx, limit)
+}
+
+// Redeliver enqueues a dead letter again — same webhook-id, same body, a
+// fresh schedule — to its party's current endpoint. It returns
+// dpush.ErrNotFound for an unknown id and dpush.ErrEndpointUnavailable. The
+// dead letter stays until the redelivery gets its 2xx.
+func (p *Pusher) Redeliver(ctx context.Context, id string) (dpush.DeadLetter, error) {
+	d, err := p.dead.Get(ctx, id)
+	if err != nil {
+		return dpush.DeadLetter{}, err
+	}
+	ep, err := p.endpoints.Get(ctx, d.Workspace, d.Party)
+	if err != nil {
+		return dpush.DeadLetter{}, err
+	}
+	if ep == nil || ep.Disabled() {
+		return dpush.DeadLetter{}, dpush.ErrEndpointUnavailable
+	}
+	d.Redeliveries++
+	pl := payload{Workspace: d.Workspace, Party: d.Party, Seq: d.Seq, WebhookID: d.ID, Kind: d.Kind, Format: d.Format,
+		Body: d.Body, DecidedAt: d.DecidedAt.UnixMilli(), Redelivery: d.Redeliveries}
+	// Count first: a redelivery that succeeds at once removes the record,
+	// which a later write would bring back.
+	if err := p.dead.Put(ctx, d); err != nil {
+		return dpush.DeadLetter{}, err
+	}
+	if err := p.enqueue(ctx, fmt.Sprintf("%s-r%d", d.ID, d.Redeliveries), pl); err != nil {
+		return dpush.DeadLetter{}, err
+	}
+	return d, nil
+}
