@@ -38,6 +38,17 @@ func TestParseConfig(t *testing.T) {
 		{"secret from file", nil, map[string]string{"WAKEGATE_JWT_HS256_SECRET_FILE": secretFile}, func(c *config) bool {
 			return c.JWTSecret == "from-file"
 		}, ""},
+		{"push settings", []string{"--allow-private-endpoints", "true", "--push-retry", "1s,1m"}, nil, func(c *config) bool {
+			return c.AllowPrivateEndpoints && len(c.PushRetry) == 2 && c.PushRetry[1] == time.Minute
+		}, ""},
+		{"default push retry is about three days", nil, nil, func(c *config) bool {
+			var total time.Duration
+			for _, d := range c.PushRetry {
+				total += d
+			}
+			return !c.AllowPrivateEndpoints && len(c.PushRetry) == 9 && total > 70*time.Hour && total < 90*time.Hour
+		}, ""},
+		{"bad push retry", nil, map[string]string{"WAKEGATE_PUSH_RETRY": "5s,soon"}, nil, "WAKEGATE_PUSH_RETRY"},
 		{"bad duration", nil, map[string]string{"WAKEGATE_SESSION_TTL": "soon"}, nil, "WAKEGATE_SESSION_TTL"},
 		{"bad workspaces", nil, map[string]string{"WAKEGATE_WORKSPACES": "org/repo"}, nil, "WAKEGATE_WORKSPACES"},
 		{"bad prefix", []string{"--redis-prefix", "a b"}, nil, nil, "WAKEGATE_REDIS_PREFIX"},
