@@ -264,20 +264,27 @@ func (c *Consumer) work(ctx context.Context, shard int, lease string) {
 			continue
 		}
 		backoff = 50 * time.Millisecond
+		done := ""
 		for _, m := range res[0].Messages {
 			if !c.process(ctx, shard, m) {
-				return
+				break
 			}
-			ok, err := advanceScript.Run(ctx, c.rdb, []string{c.leaseKey(shard), c.cursorKey(shard)}, lease, m.ID).Int()
-			if err != nil {
-				return // the event is handled again by whoever resumes: idempotent
-			}
-			if ok == 0 {
-				c.log.Warn("shard lease lost while routing", "shard", shard, "lease", lease)
-				return
-			}
-			cursor = m.ID
+			done = m.ID
 		}
+		// One fenced cursor move per batch: a crash before it re-routes the
+		// batch, which changes nothing (routing is idempotent).
+		if done == "" {
+			continue
+		}
+		ok, err := advanceScript.Run(ctx, c.rdb, []string{c.leaseKey(shard), c.cursorKey(shard)}, lease, done).Int()
+		if err != nil {
+			return // whoever resumes routes the batch again
+		}
+		if ok == 0 {
+			c.log.Warn("shard lease lost while routing", "shard", shard, "lease", lease)
+			return
+		}
+		cursor = done
 	}
 }
 
