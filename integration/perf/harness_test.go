@@ -1,0 +1,511 @@
+package perf
+
+import (
+	"bytes"
+	"context"
+	"crypto/hmac"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/golang-jwt/jwt/v5"
+	"github.com/google/uuid"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/redis/go-redis/v9"
+
+	"github.com/wakegate/wakegate/delivery/inbox"
+	"github.com/wakegate/wakegate/delivery/ingest"
+	"github.com/wakegate/wakegate/delivery/journal"
+	"github.com/wakegate/wakegate/delivery/redistest"
+	"github.com/wakegate/wakegate/delivery/sessions"
+	"github.com/wakegate/wakegate/delivery/subscriptions"
+	"github.com/wakegate/wakegate/delivery/supervision"
+	"github.com/wakegate/wakegate/delivery/tracker"
+	"github.com/wakegate/wakegate/gateway"
+	"github.com/wakegate/wakegate/providers/agent"
+	"github.com/wakegate/wakegate/workers/derive"
+	"github.com/wakegate/wakegate/workers/route"
+)
+
+const (
+	webhookSecret = "perf-webhook-secret"
+	tokenSecret   = "perf-token-secret-0123456789abcdef"
+	hookID        = "4242"
+	shards        = 16 // the default journal.Config.Shards
+)
+
+// fixturePath is the signed body of the ingest targets: octokit's
+// pull_request/opened, 28 KB.
+var fixturePath = filepath.Join("..", "..", "..", "shared", "fixtures", "github", "octokit", "pull_request", "opened.payload.json")
+
+// payload renders the fixture with a chosen PR number, so that every
+// request is a different body (the replay guard refuses a byte-identical
+// body under a fresh GUID) and a different PR, while staying the same
+// valid 28 KB document.
+type payload struct{ head, mid, tail []byte }
+
+func loadPayload(tb testing.TB) *payload {
+	tb.Helper()
+	raw, err := os.ReadFile(fixturePath)
+	if err != nil {
+		tb.Fatalf("the ingest fixture is required: %v", err)
+	}
+	const field = `"number": 2,`
+	i := bytes.Index(raw, []byte(field))
+	k := -1
+	if i >= 0 {
+		k = bytes.Index(raw[i+len(field):], []byte(field))
+	}
+	if k < 0 {
+		tb.Fatalf("%s: no top-level and pull_request \"number\" fields to vary", fixturePath)
+	}
+	j := i + len(field) + k
+	p := &payload{
+		head: raw[:i+len(`"number": `)],
+		mid:  raw[i+len(field)-1 : j+len(`"number": `)],
+		tail: raw[j+len(field)-1:],
+	}
+	if b := p.body(123456789); !json.Valid(b) || !bytes.Contains(b, []byte(`"number": 123456789,`)) {
+		tb.Fatal("varied payload is not valid JSON")
+	}
+	return p
+}
+
+// body is the fixture with PR number n (top level and pull_request.number).
+func (p *payload) body(n int64) []byte {
+	num := strconv.AppendInt(nil, n, 10)
+	b := make([]byte, 0, len(p.head)+len(p.mid)+len(p.tail)+2*len(num))
+	b = append(append(append(append(append(b, p.head...), num...), p.mid...), num...), p.tail...)
+	return b
+}
+
+func sign(body []byte) string {
+	m := hmac.New(sha256.New, []byte(webhookSecret))
+	m.Write(body)
+	return "sha256=" + hex.EncodeToString(m.Sum(nil))
+}
+
+// webhookRequest is a signed delivery of body under a fresh GUID, as
+// GitHub sends it.
+func webhookRequest(url string, body []byte) *http.Request {
+	req, _ := http.NewRequest(http.MethodPost, url+"/webhooks/github", bytes.NewReader(body))
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("User-Agent", "GitHub-Hookshot/perf")
+	req.Header.Set("X-GitHub-Event", "pull_request")
+	req.Header.Set("X-GitHub-Delivery", uuid.NewString())
+	req.Header.Set("X-GitHub-Hook-ID", hookID)
+	req.Header.Set("X-Hub-Signature-256", sign(body))
+	return req
+}
+
+// newClient opens a Redis client with the options cmd/wakegate uses.
+func newClient(tb testing.TB, url string) *redis.Client {
+	tb.Helper()
+	opt, err := redis.ParseURL(url)
+	if err != nil {
+		tb.Fatalf("redis url: %v", err)
+	}
+	opt.DialTimeout, opt.ReadTimeout, opt.WriteTimeout = time.Second, 2*time.Second, 2*time.Second
+	opt.MaxRetries = 1
+	opt.ContextTimeoutEnabled = true
+	opt.PoolSize = 64 + 2*shards
+	rdb := redis.NewClient(opt)
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+	defer cancel()
+	if err := rdb.Ping(ctx).Err(); err != nil {
+		tb.Fatalf("perf needs real Redis at %s: %v", url, err)
+	}
+	return rdb
+}
+
+// stack is wakegate assembled as cmd/wakegate/service.go assembles serve,
+// on a fresh key prefix that is deleted at cleanup.
+type stack struct {
+	rdb      *redis.Client
+	prefix   string
+	j        *journal.Journal
+	store    *ingest.Store
+	tr       *tracker.Tracker
+	sessions *sessions.Registry
+	subs     *subscriptions.Store
+	sup      *supervision.Store
+	box      *inbox.Inbox
+	gw       *gateway.Server
+	reg      *prometheus.Registry
+}
+
+func newStack(tb testing.TB, redisURL string, limits gateway.Limits) *stack {
+	tb.Helper()
+	rdb := newClient(tb, redisURL)
+	s := &stack{rdb: rdb, prefix: redistest.Prefix(), reg: prometheus.NewRegistry()}
+	tb.Cleanup(func() {
+		redistest.Flush(rdb, s.prefix)
+		_ = rdb.Close()
+	})
+	log := slog.New(slog.DiscardHandler)
+	s.j = journal.New(rdb, journal.Config{Prefix: s.prefix, Shards: shards})
+	s.tr = tracker.New(rdb, s.j, tracker.Config{})
+	s.store = ingest.New(rdb, s.j)
+	reg := sessions.New(rdb, s.j, 0)
+	s.sessions = reg
+	s.subs = subscriptions.New(rdb, s.prefix)
+	s.sup = supervision.New(rdb, s.prefix, func(ctx context.Context, ws, party string) (bool, error) {
+		p, err := reg.Get(ctx, ws, party, time.Now())
+		return err == nil && p.Liveness == sessions.Dead, err
+	})
+	s.box = inbox.New(rdb, inbox.Config{Prefix: s.prefix})
+	verifier, err := agent.NewVerifier(agent.VerifierConfig{HS256Secret: []byte(tokenSecret)})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	s.gw, err = gateway.New(gateway.Config{
+		WebhookSecrets: [][]byte{[]byte(webhookSecret)}, Limits: limits, TokenSecret: []byte(tokenSecret),
+	}, gateway.Deps{
+		Log: log, Redis: rdb, Journal: s.j, Ingest: s.store, Sessions: reg, Linker: s.tr, Verifier: verifier,
+		Subs: s.subs, Sup: s.sup, Inbox: s.box, Registry: s.reg, Gatherer: s.reg,
+	})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return s
+}
+
+// startWorkers runs the consumers serve runs beside the gateway: the
+// deriver (ingest → journal), the router (journal → inboxes) and the
+// settler. No push endpoint is configured, so serve's Asynq push worker
+// would have nothing to do and is left out, as are the once-a-minute
+// sweeps. They stop at cleanup, before the keys are deleted.
+func (s *stack) startWorkers(tb testing.TB) {
+	log := slog.New(slog.DiscardHandler)
+	d := derive.New(s.rdb, s.store, s.tr, log, s.reg, derive.Config{})
+	router := route.NewRouter(s.rdb, s.j, s.sessions, s.subs, s.sup, s.box, s.reg)
+	consumer := route.NewConsumer(s.rdb, s.j, router.Handle, log, s.reg, route.ConsumerConfig{})
+	ctx, cancel := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	for _, run := range []func(context.Context) error{d.Run, consumer.Run, s.tr.RunSettler} {
+		wg.Add(1)
+		go func() { defer wg.Done(); _ = run(ctx) }()
+	}
+	tb.Cleanup(func() { cancel(); wg.Wait() })
+}
+
+// routeLag is the age of the oldest journal entry the router has not
+// routed yet (its per-shard cursor, workers/route), 0 when none.
+func routeLag(ctx context.Context, s *stack, now time.Time) (time.Duration, error) {
+	var oldest int64
+	for shard := range shards {
+		cursor, err := s.rdb.Get(ctx, s.j.Tag(shard)+":cursor").Result()
+		if errors.Is(err, redis.Nil) {
+			cursor = "0-0"
+		} else if err != nil {
+			return 0, err
+		}
+		next, err := s.rdb.XRangeN(ctx, s.j.StreamKey(shard), "("+cursor, "+", 1).Result()
+		if err != nil {
+			return 0, err
+		}
+		if len(next) > 0 && (oldest == 0 || idMillis(next[0].ID) < oldest) {
+			oldest = idMillis(next[0].ID)
+		}
+	}
+	if oldest == 0 {
+		return 0, nil
+	}
+	return max(0, now.Sub(time.UnixMilli(oldest))), nil
+}
+
+// lag is how far the deriver is behind the committed deliveries.
+type lag struct {
+	Age     time.Duration // age of the oldest committed record not yet derived; 0 when none
+	Backlog int64         // records committed and not yet derived (pending or undelivered)
+}
+
+// deriveLag reads the consumer group of every ingest shard.
+func deriveLag(ctx context.Context, rdb redis.UniversalClient, store *ingest.Store, now time.Time) (lag, error) {
+	var out lag
+	oldest := ""
+	older := func(id string) {
+		if id != "" && (oldest == "" || idMillis(id) < idMillis(oldest)) {
+			oldest = id
+		}
+	}
+	for shard := range store.Shards() {
+		key := store.StreamKey(shard)
+		groups, err := rdb.XInfoGroups(ctx, key).Result()
+		if err != nil {
+			if strings.Contains(err.Error(), "no such key") {
+				continue
+			}
+			return out, err
+		}
+		found := false
+		for _, g := range groups {
+			if g.Name != "derive" {
+				continue
+			}
+			found = true
+			if g.Pending > 0 {
+				p, err := rdb.XPending(ctx, key, g.Name).Result()
+				if err != nil {
+					return out, err
+				}
+				out.Backlog += p.Count
+				older(p.Lower)
+			}
+			if g.Lag > 0 {
+				out.Backlog += g.Lag
+			}
+			next, err := rdb.XRangeN(ctx, key, "("+g.LastDeliveredID, "+", 1).Result()
+			if err != nil {
+				return out, err
+			}
+			if len(next) > 0 {
+				older(next[0].ID)
+			}
+		}
+		if !found { // no deriver has read this shard yet: all of it is behind
+			n, err := rdb.XLen(ctx, key).Result()
+			if err != nil {
+				return out, err
+			}
+			out.Backlog += n
+			if first, err := rdb.XRangeN(ctx, key, "-", "+", 1).Result(); err == nil && len(first) > 0 {
+				older(first[0].ID)
+			}
+		}
+	}
+	if oldest != "" {
+		out.Age = max(0, now.Sub(time.UnixMilli(idMillis(oldest))))
+	}
+	return out, nil
+}
+
+func idMillis(id string) int64 {
+	ms, _, _ := strings.Cut(id, "-")
+	n, _ := strconv.ParseInt(ms, 10, 64)
+	return n
+}
+
+// baseline is the bare handler the ingest targets are measured against:
+// read the body, verify its HMAC, one XADD of the raw body — nothing else.
+type baseline struct {
+	rdb    redis.UniversalClient
+	stream string
+}
+
+func (h *baseline) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, 25<<20))
+	if err != nil {
+		http.Error(w, "unreadable body", http.StatusBadRequest)
+		return
+	}
+	got, _ := hex.DecodeString(strings.TrimPrefix(r.Header.Get("X-Hub-Signature-256"), "sha256="))
+	m := hmac.New(sha256.New, []byte(webhookSecret))
+	m.Write(body)
+	if !hmac.Equal(got, m.Sum(nil)) {
+		http.Error(w, "bad signature", http.StatusUnauthorized)
+		return
+	}
+	ctx, cancel := context.WithTimeout(r.Context(), 2500*time.Millisecond)
+	defer cancel()
+	// MAXLEN bounds the memory of long runs; it is still one XADD.
+	if err := h.rdb.XAdd(ctx, &redis.XAddArgs{Stream: h.stream, MaxLen: 1000, Approx: true, Values: []any{"b", body}}).Err(); err != nil {
+		http.Error(w, "storage unavailable", http.StatusServiceUnavailable)
+		return
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(http.StatusAccepted)
+	_, _ = io.WriteString(w, `{"status":"accepted"}`)
+}
+
+func newBaseline(tb testing.TB, redisURL string) *baseline {
+	rdb := newClient(tb, redisURL)
+	prefix := redistest.Prefix()
+	tb.Cleanup(func() {
+		redistest.Flush(rdb, prefix)
+		_ = rdb.Close()
+	})
+	return &baseline{rdb: rdb, stream: prefix + ":baseline"}
+}
+
+// httpClient keeps up to conns connections alive to one host.
+func httpClient(conns int) *http.Client {
+	return &http.Client{Timeout: 30 * time.Second, Transport: &http.Transport{
+		MaxIdleConns: conns, MaxIdleConnsPerHost: conns, IdleConnTimeout: 90 * time.Second, DisableCompression: true,
+	}}
+}
+
+// send does req and drains the answer so the connection is reused; any
+// status but 200/202 is an error.
+func send(c *http.Client, req *http.Request) error {
+	resp, err := c.Do(req)
+	if err != nil {
+		return err
+	}
+	b, _ := io.ReadAll(resp.Body)
+	_ = resp.Body.Close()
+	if resp.StatusCode != http.StatusAccepted && resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("%s %s: %d %s", req.Method, req.URL.Path, resp.StatusCode, bytes.TrimSpace(b))
+	}
+	if bytes.Contains(b, []byte(`"duplicate":true`)) || bytes.Contains(b, []byte(`"duplicates":["`)) {
+		return errors.New("answered duplicate: the load did not vary its input")
+	}
+	return nil
+}
+
+// closedLoop runs b.N calls of do on exactly conns goroutines and returns
+// the throughput; it fails the benchmark on the first error.
+func closedLoop(b *testing.B, conns int, do func(i int64) error) (perSec float64) {
+	var next, failed atomic.Int64
+	var first atomic.Value
+	var wg sync.WaitGroup
+	var perSecond [3600]atomic.Int64 // completions by second of the run
+	load := loadAvg()
+	cpu0 := cpuTime()
+	b.ResetTimer()
+	start := time.Now()
+	for range conns {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				i := next.Add(1)
+				if i > int64(b.N) {
+					return
+				}
+				if err := do(i); err != nil {
+					failed.Add(1)
+					first.CompareAndSwap(nil, err)
+				}
+				perSecond[min(int(time.Since(start)/time.Second), len(perSecond)-1)].Add(1)
+			}
+		}()
+	}
+	wg.Wait()
+	b.StopTimer()
+	// CPU time of the whole process (client, server, workers) per request:
+	// far less sensitive to noisy neighbours than throughput.
+	b.ReportMetric(float64((cpuTime()-cpu0)/time.Microsecond)/float64(b.N), "cpu_us/op")
+	lastCPUPerOp = float64(cpuTime()-cpu0) / float64(b.N)
+	if n := failed.Load(); n > 0 {
+		b.Fatalf("%d of %d requests failed; first: %v", n, b.N, first.Load())
+	}
+	if secs := int(b.Elapsed() / time.Second); secs >= 20 {
+		// Throughput by tenth of the run: a trend (degradation) or a dip
+		// (a noisy neighbour) shows here.
+		var windows []string
+		for w := range 10 {
+			var n int64
+			lo, hi := secs*w/10, secs*(w+1)/10
+			for s := lo; s < hi; s++ {
+				n += perSecond[s].Load()
+			}
+			windows = append(windows, strconv.FormatInt(n/int64(max(1, hi-lo)), 10))
+		}
+		b.Logf("%d conns, %d requests in %s; per second by tenth of the run: %s; load average before %s, after %s",
+			conns, b.N, b.Elapsed().Round(time.Millisecond), strings.Join(windows, " "), load, loadAvg())
+	}
+	return float64(b.N) / b.Elapsed().Seconds()
+}
+
+// lastCPUPerOp is the CPU time per request of the last closedLoop (ns).
+var lastCPUPerOp float64
+
+// cpuTime is the user+system CPU time this process has used.
+func cpuTime() time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+// loadAvg is the 1-minute load average (the machine is shared).
+func loadAvg() string {
+	b, err := os.ReadFile("/proc/loadavg")
+	if err != nil {
+		return "?"
+	}
+	f := strings.Fields(string(b))
+	if len(f) == 0 {
+		return "?"
+	}
+	return f[0]
+}
+
+// sameRun holds figures measured earlier in this process, for ratios.
+var sameRun struct {
+	sync.Mutex
+	baselineOpsPerSec float64
+	baselineCPUPerOp  float64
+}
+
+func setBaseline(v float64) {
+	sameRun.Lock()
+	sameRun.baselineOpsPerSec, sameRun.baselineCPUPerOp = v, lastCPUPerOp
+	sameRun.Unlock()
+}
+
+func getBaseline() float64 {
+	sameRun.Lock()
+	defer sameRun.Unlock()
+	return sameRun.baselineOpsPerSec
+}
+
+// reportRatios reports perSec ÷ the baseline's ops/s as "ratio", and the
+// baseline's CPU per request ÷ this run's as "cpu_ratio": the throughput
+// ratio a quiet CPU-bound machine would show.
+func reportRatios(b *testing.B, perSec float64) {
+	sameRun.Lock()
+	base, baseCPU := sameRun.baselineOpsPerSec, sameRun.baselineCPUPerOp
+	sameRun.Unlock()
+	if base > 0 {
+		b.ReportMetric(perSec/base, "ratio")
+	}
+	if baseCPU > 0 && lastCPUPerOp > 0 {
+		b.ReportMetric(baseCPU/lastCPUPerOp, "cpu_ratio")
+	}
+}
+
+func jwtDate(t time.Time) *jwt.NumericDate { return jwt.NewNumericDate(t) }
+
+// counter sums a counter family of the stack's registry over the series
+// whose labels include label=value ("" = all series).
+func (s *stack) counter(name, label, value string) float64 {
+	mfs, err := s.reg.Gather()
+	if err != nil {
+		return 0
+	}
+	var sum float64
+	for _, mf := range mfs {
+		if mf.GetName() != name {
+			continue
+		}
+		for _, m := range mf.GetMetric() {
+			ok := label == ""
+			for _, l := range m.GetLabel() {
+				if l.GetName() == label && l.GetValue() == value {
+					ok = true
+				}
+			}
+			if ok && m.GetCounter() != nil {
+				sum += m.GetCounter().GetValue()
+			}
+		}
+	}
+	return sum
+}
