@@ -16,6 +16,7 @@ import (
 	"github.com/hibiken/asynq"
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/wakegate/wakegate/delivery/holds"
 	"github.com/wakegate/wakegate/delivery/inbox"
 	"github.com/wakegate/wakegate/delivery/ingest"
 	"github.com/wakegate/wakegate/delivery/journal"
@@ -36,6 +37,7 @@ type epEnv struct {
 	prefix string
 	box    *inbox.Inbox
 	p      *pushw.Pusher
+	holds  *holds.Store
 }
 
 type lookup map[string]string // host → address
@@ -67,6 +69,9 @@ func newEpEnv(t *testing.T, guard *push.Guard, schedule []time.Duration) *epEnv 
 		pushw.Config{Prefix: prefix, Schedule: schedule, Guard: guard})
 	mux := asynq.NewServeMux()
 	mux.Handle(pushw.TypeDeliver, e.p)
+	e.holds = holds.New(rdb, prefix)
+	rel := pushw.NewReleaser(e.p, e.holds, nil)
+	mux.Handle(pushw.TypeRelease, rel)
 	srv := asynq.NewServerFromRedisClient(rdb, asynq.Config{Concurrency: 4, Queues: map[string]int{e.p.Queue(): 1},
 		DelayedTaskCheckInterval: 100 * time.Millisecond, TaskCheckInterval: 50 * time.Millisecond,
 		RetryDelayFunc: e.p.RetryDelay, IsFailure: pushw.IsFailure, LogLevel: asynq.FatalLevel})
@@ -81,7 +86,7 @@ func newEpEnv(t *testing.T, guard *push.Guard, schedule []time.Duration) *epEnv 
 	s, err := New(Config{WebhookSecrets: [][]byte{[]byte(testSecret)}}, Deps{
 		Log: log, Redis: rdb, Journal: j, Ingest: ingest.New(rdb, j), Sessions: sessions.New(rdb, j, time.Minute),
 		Linker: tracker.New(rdb, j, tracker.Config{}), Verifier: v, Inbox: e.box,
-		Endpoints: endpoints, DeadLetters: e.p,
+		Endpoints: endpoints, DeadLetters: e.p, Holds: e.holds, Releaser: rel,
 	})
 	if err != nil {
 		t.Fatal(err)

@@ -41,6 +41,7 @@ type Config struct {
 	Limits         Limits        // ingest rate limits
 	TokenSecret    []byte        // HS256 secret to mint child tokens; nil disables the route
 	CommitTimeout  time.Duration // bound on a commit before 503; default 2.5s (GitHub gets an answer within 3s)
+	PresenceTTL    time.Duration // how long PUT /v1/presence attends without "for"; default 30m (WAKEGATE_PRESENCE_TTL)
 	Now            func() time.Time
 }
 
@@ -71,6 +72,11 @@ type Deps struct {
 	// DeadLetters are the pushes that never got through; nil serves no
 	// /admin/dead-letters.
 	DeadLetters deadLetters
+	// Holds are presence and quiet; nil serves no /v1/presence nor
+	// /v1/quiet. Releaser lifts quiet and schedules the ends of holds; nil
+	// serves no /v1/quiet.
+	Holds    holdStore
+	Releaser holdReleaser
 }
 
 // Server is the gateway.
@@ -108,6 +114,9 @@ func New(cfg Config, deps Deps) (*Server, error) {
 	}
 	if cfg.Now == nil {
 		cfg.Now = time.Now
+	}
+	if cfg.PresenceTTL <= 0 {
+		cfg.PresenceTTL = 30 * time.Minute
 	}
 	if cfg.Workspaces == nil {
 		cfg.Workspaces, _ = github.ParseWorkspaces("*=default", func(string) bool { return true })
@@ -224,6 +233,7 @@ func (s *Server) routes() http.Handler {
 	v1.POST("/sessions/:id/messages", s.requireScope("events:push"), s.sendMessage)
 	v1.GET("/workspace/supervision", s.requireScope("admin"), s.getWorkspaceSupervision)
 	v1.PUT("/workspace/supervision", s.requireScope("admin"), s.putWorkspaceSupervision)
+	s.holdRoutes(v1) // presence and quiet (DESIGN §6)
 
 	// Operators, every workspace (DESIGN §10).
 	admin := r.Group("/admin", s.authenticate, s.requireScope("operator"))

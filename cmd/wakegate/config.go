@@ -30,6 +30,7 @@ type config struct {
 	RequiredChecks string
 	GitHubAppID    string
 	SessionTTL     time.Duration
+	PresenceTTL    time.Duration
 	ReadySettle    time.Duration
 	Retention      time.Duration
 	JournalMaxLen  int64
@@ -85,6 +86,7 @@ func settings() []setting {
 		{"WAKEGATE_REQUIRED_CHECKS", "", "required checks without an App: org/repo=build,lint;org/*=test", false, str(func(c *config) *string { return &c.RequiredChecks })},
 		{"WAKEGATE_GITHUB_APP_ID", "", "GitHub App id: deliveries must name it as their installation target", false, str(func(c *config) *string { return &c.GitHubAppID })},
 		{"WAKEGATE_SESSION_TTL", "10m", "a session seen then silent this long is dead", false, dur(func(c *config) *time.Duration { return &c.SessionTTL })},
+		{"WAKEGATE_PRESENCE_TTL", "30m", "how long PUT /v1/presence marks a recipient attended when it gives no \"for\"", false, dur(func(c *config) *time.Duration { return &c.PresenceTTL })},
 		{"WAKEGATE_READY_SETTLE", "60s", "with no required checks and nothing reported, how long before a PR counts as ready", false, dur(func(c *config) *time.Duration { return &c.ReadySettle })},
 		{"WAKEGATE_RETENTION", "72h", "how long the journal and raw deliveries are kept", false, dur(func(c *config) *time.Duration { return &c.Retention })},
 		{"WAKEGATE_JOURNAL_MAXLEN", "10000000", "about how many journal entries are kept in all", false, func(c *config, v string) error {

@@ -24,6 +24,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/redis/go-redis/v9"
 
+	"github.com/wakegate/wakegate/delivery/holds"
 	"github.com/wakegate/wakegate/delivery/inbox"
 	"github.com/wakegate/wakegate/delivery/ingest"
 	"github.com/wakegate/wakegate/delivery/journal"
@@ -111,6 +112,13 @@ func runService(ctx context.Context, role string, args []string, stdout, stderr 
 	st.endpoints = dpush.NewEndpoints(rdb, cfg.RedisPrefix, guard)
 	st.push = pushw.New(rdb, asynq.NewClientFromRedisClient(rdb), st.box, st.endpoints, log, reg,
 		pushw.Config{Prefix: cfg.RedisPrefix, Schedule: cfg.PushRetry, Guard: guard})
+	// Presence, quiet and the rate cap (DESIGN §6–§7); their digests ride
+	// the push queue.
+	st.holds = holds.New(rdb, cfg.RedisPrefix)
+	st.release = pushw.NewReleaser(st.push, st.holds, func(ctx context.Context, ws string) (time.Duration, int, error) {
+		s, err := st.sup.Settings(ctx, ws)
+		return time.Duration(s.Rate.Per), s.Rate.Burst, err
+	})
 	if cfg.AllowPrivateEndpoints {
 		log.Warn("WAKEGATE_ALLOW_PRIVATE_ENDPOINTS is on: pushes may reach loopback and private networks")
 	}
@@ -121,7 +129,7 @@ func runService(ctx context.Context, role string, args []string, stdout, stderr 
 		d := derive.New(rdb, store, tr, log, reg, derive.Config{})
 		ready = d.Healthy
 		run.add(d.Run)
-		router := route.NewRouter(rdb, j, reg2, st.subs, st.sup, st.box, reg).WithPusher(st.push)
+		router := route.NewRouter(rdb, j, reg2, st.subs, st.sup, st.box, reg).WithPusher(st.push).WithHolds(st.holds, st.release)
 		run.add(route.NewConsumer(rdb, j, router.Handle, log, reg, route.ConsumerConfig{}).Run)
 		run.add(func(ctx context.Context) error {
 			return every(ctx, time.Minute, "sweep subscriptions", log, func(ctx context.Context, now time.Time) error {
@@ -135,7 +143,7 @@ func runService(ctx context.Context, role string, args []string, stdout, stderr 
 				return errors.Join(j.Trim(ctx, now), store.Trim(ctx, now))
 			})
 		})
-		run.add(newAsynqServer(rdb, st.push, log).Run)
+		run.add(newAsynqServer(rdb, st.push, st.release, log).Run)
 		if role == "worker" {
 			run.add(func(ctx context.Context) error { return serveAdmin(ctx, cfg.WorkerAddr, rdb, reg, ready, log) })
 		}
@@ -181,12 +189,13 @@ func buildGateway(cfg *config, rdb redis.UniversalClient, j *journal.Journal, st
 	}
 	return gateway.New(gateway.Config{
 		Addr: cfg.Addr, WebhookSecrets: secrets, AppID: cfg.GitHubAppID, Workspaces: workspaces,
-		MaxBody: maxBody, Limits: limits, TokenSecret: tokenSecret,
+		MaxBody: maxBody, Limits: limits, TokenSecret: tokenSecret, PresenceTTL: cfg.PresenceTTL,
 	}, gateway.Deps{
 		Log: log, Redis: rdb, Journal: j, Ingest: store, Sessions: reg2, Linker: tr, Verifier: verifier,
 		Subs: st.subs, Sup: st.sup, Inbox: st.box,
 		Registry: reg, Gatherer: reg, Ready: ready,
 		Endpoints: st.endpoints, DeadLetters: st.push,
+		Holds: st.holds, Releaser: st.release,
 	})
 }
 
@@ -283,6 +292,8 @@ type stores struct {
 	box       *inbox.Inbox
 	endpoints *dpush.Endpoints
 	push      *pushw.Pusher
+	holds     *holds.Store
+	release   *pushw.Releaser
 }
 
 // asynqServer runs Asynq's workers: pushes, on the queue of this
@@ -293,9 +304,10 @@ type asynqServer struct {
 	mux *asynq.ServeMux
 }
 
-func newAsynqServer(rdb redis.UniversalClient, p *pushw.Pusher, log *slog.Logger) *asynqServer {
+func newAsynqServer(rdb redis.UniversalClient, p *pushw.Pusher, rel *pushw.Releaser, log *slog.Logger) *asynqServer {
 	mux := asynq.NewServeMux()
 	mux.Handle(pushw.TypeDeliver, p)
+	mux.Handle(pushw.TypeRelease, rel)
 	srv := asynq.NewServerFromRedisClient(rdb, asynq.Config{
 		Concurrency:              64, // pushes wait on the network, not the CPU
 		Queues:                   map[string]int{p.Queue(): 1},

@@ -33,6 +33,9 @@ type Message struct {
 	Event json.RawMessage
 	// Digest lists the entries of a digest push.
 	Digest []inbox.Entry
+	// Text is a digest's one line a person reads ("[quiet lifted 02:50Z;
+	// held 02:12Z–02:51Z; 7 events] merged: #12 #13 · …"); empty otherwise.
+	Text string
 	// Escalated marks what reaches a party by escalation.
 	Escalated bool
 }
@@ -46,6 +49,7 @@ type standardBody struct {
 	Escalated bool            `json:"escalated,omitempty"`
 	Entry     *inbox.Entry    `json:"entry,omitempty"`
 	Event     json.RawMessage `json:"event,omitempty"`
+	Text      string          `json:"text,omitempty"`
 	Digest    []inbox.Entry   `json:"digest,omitempty"`
 }
 
@@ -54,7 +58,7 @@ type standardBody struct {
 func Render(format string, m Message) ([]byte, error) {
 	switch format {
 	case FormatStandard, "":
-		b := standardBody{WebhookID: m.WebhookID, Kind: m.Kind, Party: m.Party, Escalated: m.Escalated, Event: m.Event}
+		b := standardBody{WebhookID: m.WebhookID, Kind: m.Kind, Party: m.Party, Escalated: m.Escalated, Event: m.Event, Text: m.Text}
 		if m.Entry != nil {
 			e := *m.Entry
 			e.Settings = nil
@@ -103,6 +107,9 @@ func slackText(m Message) string {
 	}
 	if m.Entry != nil {
 		b.WriteString("\n" + line(*m.Entry))
+	}
+	if m.Text != "" {
+		b.WriteString("\n" + slackEscape.Replace(m.Text))
 	}
 	if len(m.Digest) > 0 {
 		fmt.Fprintf(&b, " — %d entries", len(m.Digest))

@@ -44,6 +44,8 @@ type envOpts struct {
 	concurrency int
 	rdb         redis.UniversalClient // default: the test Redis
 	prefix      string
+	// mux registers more handlers on the env's Asynq server (holds tests).
+	mux func(e *env, mux *asynq.ServeMux)
 }
 
 func newEnv(t *testing.T, o envOpts) *env {
@@ -70,6 +72,9 @@ func newEnv(t *testing.T, o envOpts) *env {
 	e.insp = asynq.NewInspectorFromRedisClient(rdb)
 	mux := asynq.NewServeMux()
 	mux.Handle(TypeDeliver, e.p)
+	if o.mux != nil {
+		o.mux(e, mux)
+	}
 	srv := asynq.NewServerFromRedisClient(rdb, asynq.Config{
 		Concurrency: o.concurrency, Queues: map[string]int{e.p.Queue(): 1},
 		DelayedTaskCheckInterval: 100 * time.Millisecond, TaskCheckInterval: 50 * time.Millisecond,

@@ -213,6 +213,8 @@ type payload struct {
 	Body       string `json:"body"`
 	DecidedAt  int64  `json:"decided_at"`           // unix ms
 	Redelivery int    `json:"redelivery,omitempty"` // the operator's nth redelivery
+	// Seqs are a digest's entries: a human: party's 2xx acks them.
+	Seqs []int64 `json:"seqs,omitempty"`
 }
 
 // Enqueue enqueues the push of one inbox update that decided a wake, when
@@ -466,7 +468,11 @@ func (p *Pusher) ProcessTask(ctx context.Context, t *asynq.Task) error {
 // redoes them.
 func (p *Pusher) delivered(ctx context.Context, pl payload) error {
 	if strings.HasPrefix(pl.Party, "human:") {
-		if _, err := p.box.Ack(ctx, pl.Workspace, pl.Party, 0, []int64{pl.Seq}); err != nil && !errors.Is(err, inbox.ErrBeyondLast) {
+		seqs := pl.Seqs
+		if pl.Seq > 0 {
+			seqs = append([]int64{pl.Seq}, seqs...)
+		}
+		if _, err := p.box.Ack(ctx, pl.Workspace, pl.Party, 0, seqs); len(seqs) > 0 && err != nil && !errors.Is(err, inbox.ErrBeyondLast) {
 			return &infraError{err}
 		}
 	}

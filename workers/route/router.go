@@ -12,6 +12,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promauto"
 	"github.com/redis/go-redis/v9"
 
+	"github.com/wakegate/wakegate/delivery/holds"
 	"github.com/wakegate/wakegate/delivery/inbox"
 	"github.com/wakegate/wakegate/delivery/journal"
 	"github.com/wakegate/wakegate/delivery/sessions"
@@ -36,6 +37,31 @@ type Router struct {
 	m         *routerMetrics
 	ledgerLen int64
 	push      pusher // nil: no outbound pushes
+	holds     holder // nil: no presence, no holds
+	release   releaser
+}
+
+// holder is presence and the holds decision (package delivery/holds): the
+// router reads a recipient's presence before delivering (attended turns
+// attention+ into alert or notice) and asks Decide before pushing a wake
+// (quiet → PAUSED → rate cap; DESIGN §7).
+type holder interface {
+	GetPresence(ctx context.Context, workspace, party string) (holds.Presence, error)
+	Decide(ctx context.Context, r holds.Request) (holds.Decision, error)
+}
+
+// releaser schedules the digest that ends a hold with a due time (the rate
+// cap's next token, a PAUSED's end); idempotent per (recipient, reason,
+// slot).
+type releaser interface {
+	Schedule(ctx context.Context, workspace, party, reason string, at time.Time) error
+}
+
+// WithHolds makes the router honour presence and the holds before every
+// push. It returns r.
+func (r *Router) WithHolds(h holder, rel releaser) *Router {
+	r.holds, r.release = h, rel
+	return r
 }
 
 // pusher enqueues the outbound push of an inbox update that decided a
@@ -146,8 +172,14 @@ func (r *Router) Handle(ctx context.Context, shard int, e *event.Event) error {
 	}
 	snapshot, _ := json.Marshal(settings)
 	for party, rc := range to {
+		var presence holds.Presence
+		if r.holds != nil {
+			if presence, err = r.holds.GetPresence(ctx, e.Workspace, party); err != nil {
+				return err
+			}
+		}
 		res, err := r.box.Deliver(ctx, inbox.Delivery{Workspace: e.Workspace, Party: party, Event: e, Via: rc.via,
-			Mode: rc.mode, Waiter: rc.waiter, Settings: snapshot}, now)
+			Mode: rc.mode, Waiter: rc.waiter, Attended: presence.Attended(now), Settings: snapshot}, now)
 		if errors.Is(err, inbox.ErrInvalid) {
 			return fmt.Errorf("deliver %s to %s: %v: %w", e.ID, party, err, ErrPermanent)
 		}
@@ -162,7 +194,7 @@ func (r *Router) Handle(ctx context.Context, shard int, e *event.Event) error {
 			return err
 		}
 		if res.Wake && r.push != nil {
-			if err := r.push.Enqueue(ctx, e.Workspace, party, res, e); err != nil {
+			if err := r.pushWake(ctx, party, rc, res, e, settings, presence, now); err != nil {
 				return err
 			}
 		}
@@ -171,6 +203,27 @@ func (r *Router) Handle(ctx context.Context, shard int, e *event.Event) error {
 		if _, err := r.subs.CloseForSubject(ctx, e.Workspace, e.Subject); err != nil {
 			return err
 		}
+	}
+	return nil
+}
+
+// pushWake pushes a wake unless a hold keeps it (the entry stays in the
+// inbox either way); a hold with a due time schedules its digest.
+func (r *Router) pushWake(ctx context.Context, party string, rc recipient, res inbox.Result, e *event.Event,
+	settings supervision.Settings, presence holds.Presence, now time.Time) error {
+	if r.holds == nil {
+		return r.push.Enqueue(ctx, e.Workspace, party, res, e)
+	}
+	d, err := r.holds.Decide(ctx, holds.Request{Workspace: e.Workspace, Party: party, Result: res, Event: e,
+		Waiter: rc.waiter, Settings: settings, Presence: presence, Now: now})
+	if err != nil {
+		return err
+	}
+	if d.Push {
+		return r.push.Enqueue(ctx, e.Workspace, party, res, e)
+	}
+	if !d.Due.IsZero() && r.release != nil {
+		return r.release.Schedule(ctx, e.Workspace, party, d.Reason, d.Due)
 	}
 	return nil
 }

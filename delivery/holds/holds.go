@@ -1,0 +1,433 @@
+// Package holds decides whether a wake is pushed now or held (DESIGN §7,
+// seed 002's order quiet → PAUSED → attended → rate cap → channel), keeps
+// what is held, and turns it into one digest when the hold ends.
+//
+//   - Presence (PUT /v1/presence): attended until a time (the inbox turns
+//     attention+ into alert or notice for an attended recipient) and the
+//     recipient-side PAUSED hold (paused_until).
+//   - Quiet: records per workspace, scope "all" or a party, with an
+//     optional until. Quiet holds every wake and alert to its recipients,
+//     never a waiter delivery (a session's own subscription on its own
+//     subject or linked PR).
+//   - Rate cap: a token bucket per recipient (workspace setting rate:
+//     burst, one token per per); the excess is held for one digest due at
+//     the next token.
+//
+// Held wakes stay in the inbox (the entries are never touched here); only
+// their push waits. Every per-recipient write is one Lua script over keys
+// under the recipient's inbox hash tag (inbox.Tag); decide.lua and
+// drain.lua document their keys. Quiet records live under a per-workspace
+// tag.
+package holds
+
+import (
+	"context"
+	_ "embed"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/wakegate/wakegate/delivery/inbox"
+	"github.com/wakegate/wakegate/delivery/supervision"
+	"github.com/wakegate/wakegate/providers/event"
+)
+
+// Reasons a wake is held (Decision.Reason, the digest's reason).
+const (
+	ReasonQuiet  = "quiet"
+	ReasonPaused = "paused"
+	ReasonRate   = "rate"
+)
+
+// ScopeAll is the quiet scope of every recipient of a workspace.
+const ScopeAll = "all"
+
+var (
+	//go:embed decide.lua
+	decideLua string
+	//go:embed drain.lua
+	drainLua string
+
+	decideScript = redis.NewScript(decideLua)
+	drainScript  = redis.NewScript(drainLua)
+)
+
+// ErrInvalid wraps the error of a call with bad input; nothing was written.
+var ErrInvalid = errors.New("holds: invalid input")
+
+// Store keeps presence, quiet records and held wakes.
+type Store struct {
+	rdb    redis.UniversalClient
+	prefix string
+}
+
+// New returns the store on rdb under prefix (default "wg").
+func New(rdb redis.UniversalClient, prefix string) *Store {
+	if prefix == "" {
+		prefix = "wg"
+	}
+	return &Store{rdb: rdb, prefix: prefix}
+}
+
+// Key layout (besides the scripts' keys, all under the recipient's tag):
+//
+//	<prefix>:<inbox tag>:presence        string  Presence JSON, expiring when neither attended nor paused is left
+//	<prefix>:{<prefix>:hq:<ws>}:quiet    hash    scope ("all" or a party) → Quiet JSON
+//	<prefix>:{<prefix>:hq:<ws>}:held     set     parties with quiet-held wakes (what lifting "all" visits)
+func (s *Store) rkey(ws, party, suffix string) string {
+	return s.prefix + ":" + inbox.Tag(s.prefix, ws, party) + ":" + suffix
+}
+func (s *Store) quietKey(ws string) string {
+	return s.prefix + ":{" + s.prefix + ":hq:" + ws + "}:quiet"
+}
+func (s *Store) heldKey(ws string) string { return s.prefix + ":{" + s.prefix + ":hq:" + ws + "}:held" }
+
+func checkRecipient(ws, party string) error {
+	if !event.ValidWorkspace(ws) {
+		return fmt.Errorf("%w: workspace %q", ErrInvalid, ws)
+	}
+	if _, err := event.ParseParty(party); err != nil {
+		return fmt.Errorf("%w: %v", ErrInvalid, err)
+	}
+	return nil
+}
+
+// Presence is a recipient's presence (PUT /v1/presence).
+type Presence struct {
+	AttendedUntil time.Time `json:"attended_until,omitzero"`
+	PausedUntil   time.Time `json:"paused_until,omitzero"`
+	Reason        string    `json:"reason,omitempty"`
+	SetAt         time.Time `json:"set_at,omitzero"`
+}
+
+// Attended reports whether the recipient is attended at now.
+func (p Presence) Attended(now time.Time) bool { return p.AttendedUntil.After(now) }
+
+// Paused reports whether the recipient stands down (PAUSED) at now.
+func (p Presence) Paused(now time.Time) bool { return p.PausedUntil.After(now) }
+
+// SetPresence replaces a recipient's presence; it expires when neither
+// its attended nor its paused time is left.
+func (s *Store) SetPresence(ctx context.Context, ws, party string, p Presence, now time.Time) error {
+	if err := checkRecipient(ws, party); err != nil {
+		return err
+	}
+	end := p.AttendedUntil
+	if p.PausedUntil.After(end) {
+		end = p.PausedUntil
+	}
+	k := s.rkey(ws, party, "presence")
+	if !end.After(now) {
+		return s.rdb.Del(ctx, k).Err()
+	}
+	b, _ := json.Marshal(p)
+	return s.rdb.Set(ctx, k, b, end.Sub(now)).Err()
+}
+
+// GetPresence returns a recipient's presence (zero when none is set).
+func (s *Store) GetPresence(ctx context.Context, ws, party string) (Presence, error) {
+	var p Presence
+	if err := checkRecipient(ws, party); err != nil {
+		return p, err
+	}
+	b, err := s.rdb.Get(ctx, s.rkey(ws, party, "presence")).Bytes()
+	if errors.Is(err, redis.Nil) {
+		return p, nil
+	}
+	if err != nil {
+		return p, err
+	}
+	if err := json.Unmarshal(b, &p); err != nil {
+		return Presence{}, fmt.Errorf("stored presence of %s: %w", party, err)
+	}
+	return p, nil
+}
+
+// Quiet is one quiet record (PUT /v1/quiet).
+type Quiet struct {
+	Scope  string    `json:"scope"` // "all" or a party
+	Reason string    `json:"reason,omitempty"`
+	Until  time.Time `json:"until,omitzero"` // zero: until lifted
+	By     string    `json:"by"`
+	At     time.Time `json:"at"`
+}
+
+func (q Quiet) live(now time.Time) bool { return q.Until.IsZero() || q.Until.After(now) }
+
+// SetQuiet puts (or replaces) the quiet record of its scope.
+func (s *Store) SetQuiet(ctx context.Context, ws string, q Quiet) error {
+	if !event.ValidWorkspace(ws) {
+		return fmt.Errorf("%w: workspace %q", ErrInvalid, ws)
+	}
+	if q.Scope != ScopeAll {
+		if err := checkRecipient(ws, q.Scope); err != nil {
+			return err
+		}
+	}
+	b, _ := json.Marshal(q)
+	return s.rdb.HSet(ctx, s.quietKey(ws), q.Scope, b).Err()
+}
+
+// QuietRecords lists a workspace's live quiet records, by scope.
+func (s *Store) QuietRecords(ctx context.Context, ws string, now time.Time) ([]Quiet, error) {
+	m, err := s.rdb.HGetAll(ctx, s.quietKey(ws)).Result()
+	if err != nil {
+		return nil, err
+	}
+	out := []Quiet{}
+	for _, v := range m {
+		var q Quiet
+		if json.Unmarshal([]byte(v), &q) == nil && q.live(now) {
+			out = append(out, q)
+		}
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Scope < out[j].Scope })
+	return out, nil
+}
+
+// GetQuiet returns the record of one scope, nil when none (an expired one
+// is still returned: its until has passed and its lift is due).
+func (s *Store) GetQuiet(ctx context.Context, ws, scope string) (*Quiet, error) {
+	v, err := s.rdb.HGet(ctx, s.quietKey(ws), scope).Result()
+	if errors.Is(err, redis.Nil) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	var q Quiet
+	if err := json.Unmarshal([]byte(v), &q); err != nil {
+		return nil, err
+	}
+	return &q, nil
+}
+
+// DeleteQuiet removes the record of one scope; false when there was none.
+func (s *Store) DeleteQuiet(ctx context.Context, ws, scope string) (bool, error) {
+	n, err := s.rdb.HDel(ctx, s.quietKey(ws), scope).Result()
+	return n > 0, err
+}
+
+// IsQuiet reports whether a live quiet record covers party.
+func (s *Store) IsQuiet(ctx context.Context, ws, party string, now time.Time) (bool, error) {
+	vs, err := s.rdb.HMGet(ctx, s.quietKey(ws), party, ScopeAll).Result()
+	if err != nil {
+		return false, err
+	}
+	for _, v := range vs {
+		str, ok := v.(string)
+		if !ok {
+			continue
+		}
+		var q Quiet
+		if json.Unmarshal([]byte(str), &q) == nil && q.live(now) {
+			return true, nil
+		}
+	}
+	return false, nil
+}
+
+// QuietHeldParties lists the parties with quiet-held wakes.
+func (s *Store) QuietHeldParties(ctx context.Context, ws string) ([]string, error) {
+	ps, err := s.rdb.SMembers(ctx, s.heldKey(ws)).Result()
+	sort.Strings(ps)
+	return ps, err
+}
+
+// Request is one inbox update that decided a wake, for Decide.
+type Request struct {
+	Workspace, Party string
+	Result           inbox.Result
+	Event            *event.Event
+	// Waiter: the update reached a session through its own subscription on
+	// its own subject or linked PR — quiet never holds it.
+	Waiter   bool
+	Settings supervision.Settings
+	Presence Presence
+	Now      time.Time
+}
+
+// Decision is what Decide decided.
+type Decision struct {
+	Push   bool      // push it now
+	Reason string    // held: ReasonQuiet, ReasonPaused or ReasonRate
+	Due    time.Time // held for the rate cap: the next token (the digest's slot); PAUSED: its end
+}
+
+// Item is one held wake, as a digest lists it.
+type Item struct {
+	Seq      int64           `json:"seq"`
+	ID       string          `json:"id"`
+	Type     string          `json:"type"`
+	Subject  string          `json:"subject"`
+	Summary  string          `json:"summary,omitempty"`
+	Priority event.Priority  `json:"priority"`
+	Kind     string          `json:"kind"`
+	At       time.Time       `json:"at"`
+	Merged   bool            `json:"merged,omitempty"`
+	Event    json.RawMessage `json:"event"`
+}
+
+// decisionTTL is how long a decision is remembered for a re-run of the
+// routing.
+const decisionTTL = 72 * time.Hour
+
+// Decide is the holds decision for one inbox update that decided a wake:
+// quiet (unless a waiter delivery) → PAUSED → rate cap. Attended is the
+// inbox's part (an attended recipient's notice never reaches here). A held
+// wake is recorded for its digest; a re-run for the same seq answers the
+// original decision and records nothing.
+func (s *Store) Decide(ctx context.Context, r Request) (Decision, error) {
+	if err := checkRecipient(r.Workspace, r.Party); err != nil {
+		return Decision{}, err
+	}
+	if !r.Result.Wake || r.Result.Seq <= 0 {
+		return Decision{}, nil
+	}
+	reason := ""
+	if !r.Waiter {
+		q, err := s.IsQuiet(ctx, r.Workspace, r.Party, r.Now)
+		if err != nil {
+			return Decision{}, err
+		}
+		if q {
+			reason = ReasonQuiet
+		}
+	}
+	if reason == "" && r.Presence.Paused(r.Now) {
+		reason = ReasonPaused
+	}
+	per, burst := time.Duration(r.Settings.Rate.Per), r.Settings.Rate.Burst
+	if per <= 0 {
+		per = 30 * time.Second
+	}
+	if burst <= 0 {
+		burst = 3
+	}
+	item, err := json.Marshal(itemOf(r.Event, r.Result, r.Now))
+	if err != nil {
+		return Decision{}, err
+	}
+	list := reason
+	if list == "" {
+		list = ReasonRate
+	}
+	out, err := decideScript.Run(ctx, s.rdb, []string{s.rkey(r.Workspace, r.Party, "hold:dec"),
+		s.rkey(r.Workspace, r.Party, "hold:rate"), s.rkey(r.Workspace, r.Party, "hold:q:"+list)},
+		r.Result.Seq, reason, r.Now.UnixMilli(), per.Milliseconds(), burst, string(item), int64(decisionTTL/time.Second)).Text()
+	if err != nil {
+		return Decision{}, fmt.Errorf("holds decision for %s: %w", r.Party, err)
+	}
+	switch {
+	case out == "push":
+		return Decision{Push: true}, nil
+	case out == "held:"+ReasonQuiet:
+		if err := s.rdb.SAdd(ctx, s.heldKey(r.Workspace), r.Party).Err(); err != nil {
+			return Decision{}, err
+		}
+		return Decision{Reason: ReasonQuiet}, nil
+	case out == "held:"+ReasonPaused:
+		return Decision{Reason: ReasonPaused, Due: r.Presence.PausedUntil}, nil
+	case strings.HasPrefix(out, "held:rate:"):
+		ms, _ := strconv.ParseInt(strings.TrimPrefix(out, "held:rate:"), 10, 64)
+		return Decision{Reason: ReasonRate, Due: time.UnixMilli(ms)}, nil
+	}
+	return Decision{}, fmt.Errorf("holds decision for %s: script answered %q", r.Party, out)
+}
+
+func itemOf(e *event.Event, res inbox.Result, now time.Time) Item {
+	p := e.Priority
+	if p == "" {
+		p = event.DefaultPriority(e.Type, e.Data)
+	}
+	var d struct {
+		Merged bool `json:"merged"`
+	}
+	if len(e.Data) > 0 {
+		_ = json.Unmarshal(e.Data, &d)
+	}
+	ev, _ := json.Marshal(e)
+	return Item{Seq: res.Seq, ID: e.ID, Type: e.Type, Subject: e.Subject, Summary: e.Summary, Priority: p,
+		Kind: res.Kind, At: now.UTC(), Merged: d.Merged, Event: ev}
+}
+
+// Batch is what one release took for a digest.
+type Batch struct {
+	ID    string `json:"id"`
+	Items []Item `json:"items"`
+}
+
+// Take moves a recipient's held items of one reason into a draining
+// record for a digest and returns it; nil when nothing is held. A record
+// left by a crash is answered first, with its original id. For the rate
+// cap the digest takes the token it was due at. Call Done once the digest
+// push is enqueued.
+func (s *Store) Take(ctx context.Context, ws, party, reason, id string, rate supervision.Rate, now time.Time) (*Batch, error) {
+	if err := checkRecipient(ws, party); err != nil {
+		return nil, err
+	}
+	take := "0"
+	if reason == ReasonRate {
+		take = "1"
+	}
+	per, burst := time.Duration(rate.Per), rate.Burst
+	if per <= 0 {
+		per = 30 * time.Second
+	}
+	if burst <= 0 {
+		burst = 3
+	}
+	v, err := drainScript.Run(ctx, s.rdb, []string{s.rkey(ws, party, "hold:q:"+reason), s.rkey(ws, party, "hold:dr:"+reason),
+		s.rkey(ws, party, "hold:rate")}, id, now.UnixMilli(), per.Milliseconds(), burst, take).Text()
+	if errors.Is(err, redis.Nil) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("take held %s wakes of %s: %w", reason, party, err)
+	}
+	var b Batch
+	if err := json.Unmarshal([]byte(v), &b); err != nil {
+		return nil, fmt.Errorf("draining record of %s: %w", party, err)
+	}
+	return &b, nil
+}
+
+// Done forgets a draining record once its digest is enqueued; for quiet,
+// the party leaves the held index when nothing new was held meanwhile.
+func (s *Store) Done(ctx context.Context, ws, party, reason string) error {
+	if err := s.rdb.Del(ctx, s.rkey(ws, party, "hold:dr:"+reason)).Err(); err != nil {
+		return err
+	}
+	if reason == ReasonQuiet {
+		n, err := s.rdb.LLen(ctx, s.rkey(ws, party, "hold:q:"+reason)).Result()
+		if err != nil || n > 0 {
+			return err
+		}
+		return s.rdb.SRem(ctx, s.heldKey(ws), party).Err()
+	}
+	return nil
+}
+
+// Held returns the items a recipient has held for one reason (tests,
+// diagnostics).
+func (s *Store) Held(ctx context.Context, ws, party, reason string) ([]Item, error) {
+	vs, err := s.rdb.LRange(ctx, s.rkey(ws, party, "hold:q:"+reason), 0, -1).Result()
+	if err != nil {
+		return nil, err
+	}
+	out := make([]Item, 0, len(vs))
+	for _, v := range vs {
+		var it Item
+		if err := json.Unmarshal([]byte(v), &it); err != nil {
+			return nil, err
+		}
+		out = append(out, it)
+	}
+	return out, nil
+}
