@@ -336,5 +336,10 @@ func (s *Server) commitContext(c *gin.Context) (context.Context, context.CancelF
 func (s *Server) storeProblem(c *gin.Context, what string, err error) {
 	s.log.Error("commit failed", "what", what, "request_id", c.GetString(requestIDKey), "err", err)
 	s.metrics.storeErrors.Inc()
+	if errors.Is(err, context.DeadlineExceeded) {
+		// Redis may be healthy and this process overloaded: say both.
+		abort(c, unavailable("the commit did not finish in time (storage slow or gateway overloaded); retry"))
+		return
+	}
 	abort(c, unavailable("storage unavailable; retry"))
 }
