@@ -1,5 +1,6 @@
 // Package perf holds wakegate's committed performance measurements against
-// real Redis (issue 2, "Performance"; results in docs/performance.md):
+// real Redis (issues 2 and 3, "Performance"; results in
+// docs/performance.md), on serve's assembly (newStack, startWorkers, serve):
 //
 //   - BenchmarkIngest: signed 28 KB GitHub deliveries through the real
 //     gateway beside a bare baseline handler (read, HMAC, one XADD), with
@@ -11,6 +12,9 @@
 //     asserted against the budgets.
 //   - BenchmarkPush: single-event agent pushes at 64 connections beside the
 //     same baseline.
+//   - TestWakeLatency: webhook received → wake visible to a long-polling
+//     recipient, 500 deliveries/s over 500 recipients, beside the bare
+//     baseline at the same rate. Long only with WAKEGATE_PERF=1.
 //
 // Everything here is in _test.go files; this file only names the package.
 package perf

@@ -24,12 +24,15 @@ import (
 
 	"github.com/golang-jwt/jwt/v5"
 	"github.com/google/uuid"
+	"github.com/hibiken/asynq"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/redis/go-redis/v9"
 
+	"github.com/wakegate/wakegate/delivery/holds"
 	"github.com/wakegate/wakegate/delivery/inbox"
 	"github.com/wakegate/wakegate/delivery/ingest"
 	"github.com/wakegate/wakegate/delivery/journal"
+	dpush "github.com/wakegate/wakegate/delivery/push"
 	"github.com/wakegate/wakegate/delivery/redistest"
 	"github.com/wakegate/wakegate/delivery/sessions"
 	"github.com/wakegate/wakegate/delivery/subscriptions"
@@ -37,7 +40,10 @@ import (
 	"github.com/wakegate/wakegate/delivery/tracker"
 	"github.com/wakegate/wakegate/gateway"
 	"github.com/wakegate/wakegate/providers/agent"
+	"github.com/wakegate/wakegate/providers/event"
+	"github.com/wakegate/wakegate/providers/github"
 	"github.com/wakegate/wakegate/workers/derive"
+	pushw "github.com/wakegate/wakegate/workers/push"
 	"github.com/wakegate/wakegate/workers/route"
 )
 
@@ -60,10 +66,30 @@ type payload struct{ head, mid, tail []byte }
 
 func loadPayload(tb testing.TB) *payload {
 	tb.Helper()
+	return parsePayload(tb, loadFixture(tb))
+}
+
+// fixtureRepo is the repository.full_name of the fixture.
+const fixtureRepo = "Codertocat/Hello-World"
+
+func loadFixture(tb testing.TB) []byte {
+	tb.Helper()
 	raw, err := os.ReadFile(fixturePath)
 	if err != nil {
 		tb.Fatalf("the ingest fixture is required: %v", err)
 	}
+	return raw
+}
+
+// repoPayload is the fixture about repository repo (every full_name and
+// URL of the fixture's repository rewritten), still varied by PR number.
+func repoPayload(tb testing.TB, raw []byte, repo string) *payload {
+	tb.Helper()
+	return parsePayload(tb, bytes.ReplaceAll(raw, []byte(fixtureRepo), []byte(repo)))
+}
+
+func parsePayload(tb testing.TB, raw []byte) *payload {
+	tb.Helper()
 	const field = `"number": 2,`
 	i := bytes.Index(raw, []byte(field))
 	k := -1
@@ -144,6 +170,9 @@ type stack struct {
 	subs     *subscriptions.Store
 	sup      *supervision.Store
 	box      *inbox.Inbox
+	push     *pushw.Pusher
+	holds    *holds.Store
+	release  *pushw.Releaser
 	gw       *gateway.Server
 	reg      *prometheus.Registry
 }
@@ -168,15 +197,31 @@ func newStack(tb testing.TB, redisURL string, limits gateway.Limits) *stack {
 		return err == nil && p.Liveness == sessions.Dead, err
 	})
 	s.box = inbox.New(rdb, inbox.Config{Prefix: s.prefix})
+	// Pushes, holds and the rate cap, as serve wires them (Asynq on the
+	// same Redis, queue <prefix>:push).
+	guard := &dpush.Guard{}
+	endpoints := dpush.NewEndpoints(rdb, s.prefix, guard)
+	s.push = pushw.New(rdb, asynq.NewClientFromRedisClient(rdb), s.box, endpoints, log, s.reg,
+		pushw.Config{Prefix: s.prefix, Guard: guard})
+	s.holds = holds.New(rdb, s.prefix)
+	s.release = pushw.NewReleaser(s.push, s.holds, func(ctx context.Context, ws string) (time.Duration, int, error) {
+		st, err := s.sup.Settings(ctx, ws)
+		return time.Duration(st.Rate.Per), st.Rate.Burst, err
+	})
 	verifier, err := agent.NewVerifier(agent.VerifierConfig{HS256Secret: []byte(tokenSecret)})
 	if err != nil {
 		tb.Fatal(err)
 	}
+	workspaces, err := github.ParseWorkspaces("*=default", event.ValidWorkspace) // WAKEGATE_WORKSPACES' default
+	if err != nil {
+		tb.Fatal(err)
+	}
 	s.gw, err = gateway.New(gateway.Config{
-		WebhookSecrets: [][]byte{[]byte(webhookSecret)}, Limits: limits, TokenSecret: []byte(tokenSecret),
+		Addr: "127.0.0.1:0", WebhookSecrets: [][]byte{[]byte(webhookSecret)}, Workspaces: workspaces, Limits: limits, TokenSecret: []byte(tokenSecret),
 	}, gateway.Deps{
 		Log: log, Redis: rdb, Journal: s.j, Ingest: s.store, Sessions: reg, Linker: s.tr, Verifier: verifier,
 		Subs: s.subs, Sup: s.sup, Inbox: s.box, Registry: s.reg, Gatherer: s.reg,
+		Endpoints: endpoints, DeadLetters: s.push, Holds: s.holds, Releaser: s.release,
 	})
 	if err != nil {
 		tb.Fatal(err)
@@ -184,23 +229,102 @@ func newStack(tb testing.TB, redisURL string, limits gateway.Limits) *stack {
 	return s
 }
 
-// startWorkers runs the consumers serve runs beside the gateway: the
-// deriver (ingest → journal), the router (journal → inboxes) and the
-// settler. No push endpoint is configured, so serve's Asynq push worker
-// would have nothing to do and is left out, as are the once-a-minute
-// sweeps. They stop at cleanup, before the keys are deleted.
+// startWorkers runs what serve runs beside the gateway
+// (cmd/wakegate/service.go): the deriver (ingest → journal), the router
+// (journal → inboxes, with pushes and holds), the settler, the
+// once-a-minute subscription sweep and journal/ingest trim, and the Asynq
+// server working the push queue (pushes and hold releases). They stop at
+// cleanup, before the keys are deleted.
 func (s *stack) startWorkers(tb testing.TB) {
 	log := slog.New(slog.DiscardHandler)
 	d := derive.New(s.rdb, s.store, s.tr, log, s.reg, derive.Config{})
-	router := route.NewRouter(s.rdb, s.j, s.sessions, s.subs, s.sup, s.box, s.reg)
+	router := route.NewRouter(s.rdb, s.j, s.sessions, s.subs, s.sup, s.box, s.reg).WithPusher(s.push).WithHolds(s.holds, s.release)
 	consumer := route.NewConsumer(s.rdb, s.j, router.Handle, log, s.reg, route.ConsumerConfig{})
 	ctx, cancel := context.WithCancel(context.Background())
 	var wg sync.WaitGroup
-	for _, run := range []func(context.Context) error{d.Run, consumer.Run, s.tr.RunSettler} {
+	runs := []func(context.Context) error{d.Run, consumer.Run, s.tr.RunSettler,
+		func(ctx context.Context) error {
+			return everyMinute(ctx, func(ctx context.Context, now time.Time) error {
+				_, err := s.subs.Sweep(ctx, now)
+				return err
+			})
+		},
+		func(ctx context.Context) error {
+			return everyMinute(ctx, func(ctx context.Context, now time.Time) error {
+				return errors.Join(s.j.Trim(ctx, now), s.store.Trim(ctx, now))
+			})
+		},
+		s.runAsynq(log),
+	}
+	for _, run := range runs {
 		wg.Add(1)
 		go func() { defer wg.Done(); _ = run(ctx) }()
 	}
 	tb.Cleanup(func() { cancel(); wg.Wait() })
+}
+
+// serve runs the gateway as serve does, with gateway.Server.Run: its own
+// listener (on a loopback port) and the Pub/Sub notifiers that wake
+// long-polls (an httptest server around Handler would leave them out). It
+// returns the base URL and stops at cleanup, before the workers.
+func (s *stack) serve(tb testing.TB) string {
+	tb.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- s.gw.Run(ctx) }()
+	tb.Cleanup(func() { cancel(); <-done })
+	deadline := time.Now().Add(5 * time.Second)
+	for s.gw.Addr() == "" {
+		select {
+		case err := <-done:
+			tb.Fatalf("gateway: %v", err)
+		default:
+		}
+		if time.Now().After(deadline) {
+			tb.Fatal("the gateway did not start listening")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	return "http://" + s.gw.Addr()
+}
+
+// runAsynq is serve's Asynq server (cmd/wakegate newAsynqServer, which is
+// in package main): pushes and hold releases on the push queue.
+func (s *stack) runAsynq(log *slog.Logger) func(context.Context) error {
+	mux := asynq.NewServeMux()
+	mux.Handle(pushw.TypeDeliver, s.push)
+	mux.Handle(pushw.TypeRelease, s.release)
+	srv := asynq.NewServerFromRedisClient(s.rdb, asynq.Config{
+		Concurrency:              64,
+		Queues:                   map[string]int{s.push.Queue(): 1},
+		DelayedTaskCheckInterval: time.Second,
+		RetryDelayFunc:           s.push.RetryDelay,
+		IsFailure:                pushw.IsFailure,
+		ShutdownTimeout:          5 * time.Second,
+		LogLevel:                 asynq.FatalLevel,
+	})
+	return func(ctx context.Context) error {
+		if err := srv.Start(mux); err != nil {
+			return err
+		}
+		<-ctx.Done()
+		srv.Shutdown()
+		return nil
+	}
+}
+
+// everyMinute runs f once a minute until ctx ends, as serve's sweeps run.
+func everyMinute(ctx context.Context, f func(context.Context, time.Time) error) error {
+	t := time.NewTicker(time.Minute)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case now := <-t.C:
+			_ = f(ctx, now)
+		}
+	}
 }
 
 // routeLag is the age of the oldest journal entry the router has not

@@ -19,7 +19,7 @@ const ingestConns = 32
 //
 //	baseline  read body, HMAC-SHA256, one XADD of the raw body
 //	gateway   the real gateway.Handler committing through package ingest,
-//	          with the deriver and settler running as in serve
+//	          run as serve runs it, with serve's workers (startWorkers)
 //
 // It reports ops/s for each, gateway/baseline as "ratio" (target ≥ 0.60),
 // and for the gateway the derive lag when the load stops: "lag_s", the age
@@ -37,12 +37,11 @@ func BenchmarkIngest(b *testing.B) {
 	b.Run("gateway", func(b *testing.B) {
 		s := newStack(b, url, gateway.Limits{})
 		s.startWorkers(b)
-		srv := httptest.NewServer(s.gw.Handler())
-		defer srv.Close()
+		base := s.serve(b)
 		c := httpClient(ingestConns)
 		defer c.CloseIdleConnections()
 		perSec := closedLoop(b, ingestConns, func(i int64) error {
-			return send(c, webhookRequest(srv.URL, p.body(i)))
+			return send(c, webhookRequest(base, p.body(i)))
 		})
 		b.ReportMetric(perSec, "ops/s")
 		reportRatios(b, perSec)

@@ -71,9 +71,8 @@ func TestOpenLoopLatency(t *testing.T) {
 	if os.Getenv("WAKEGATE_PERF_WORKERS") != "0" { // 0: the gateway alone, a diagnostic
 		s.startWorkers(t)
 	}
-	gsrv := httptest.NewServer(s.gw.Handler())
-	defer gsrv.Close()
-	gw := openLoop(t, rate, warm, dur, func(i int64) *http.Request { return webhookRequest(gsrv.URL, p.body(i)) })
+	gurl := s.serve(t)
+	gw := openLoop(t, rate, warm, dur, func(i int64) *http.Request { return webhookRequest(gurl, p.body(i)) })
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	l, err := deriveLag(ctx, s.rdb, s.store, time.Now())

@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"net/http"
-	"net/http/httptest"
 	"strings"
 	"testing"
 	"time"
@@ -24,7 +23,7 @@ const (
 // BenchmarkPush drives single-event agent pushes (POST /v1/events,
 // application/cloudevents+json) at pushConns connections, closed loop, from
 // a pool of pushSessions sessions each with its own token, every event a
-// unique id; ingest limits raised; the deriver and settler running. It
+// unique id; ingest limits raised; serve's workers running. It
 // first measures the ingest baseline of BenchmarkIngest in the same run.
 //
 // Reported: "events/s" (target ≥ 5,000), "ratio" to the baseline's ops/s,
@@ -44,15 +43,14 @@ func BenchmarkPush(b *testing.B) {
 	b.Run("push", func(b *testing.B) {
 		s := newStack(b, url, gateway.Limits{Workspace: 1e6, Token: 1e6})
 		s.startWorkers(b)
-		srv := httptest.NewServer(s.gw.Handler())
-		defer srv.Close()
+		base := s.serve(b)
 		c := httpClient(pushConns)
 		defer c.CloseIdleConnections()
 		tokens := sessionTokens(b, pushSessions)
 		run := uuid.NewString()[:8]
 		perSec := closedLoop(b, pushConns, func(i int64) error {
 			body := fmt.Sprintf(`{"specversion":"1.0","id":"%s-%d","source":"perf","type":"session.turn_ended","summary":"turn %d ended","data":{"idle":false}}`, run, i, i)
-			req, _ := http.NewRequest(http.MethodPost, srv.URL+"/v1/events", strings.NewReader(body))
+			req, _ := http.NewRequest(http.MethodPost, base+"/v1/events", strings.NewReader(body))
 			req.Header.Set("Content-Type", "application/cloudevents+json")
 			req.Header.Set("Authorization", "Bearer "+tokens[i%int64(len(tokens))])
 			return send(c, req)
