@@ -187,7 +187,7 @@ func (d *Deriver) handle(ctx context.Context, shard int, msgs []redis.XMessage) 
 	facts := make([]*github.Fact, len(recs))
 	errs := make([]error, len(recs))
 	var wg sync.WaitGroup
-	sem := make(chan struct{}, runtime.GOMAXPROCS(0))
+	sem := make(chan struct{}, 4*runtime.GOMAXPROCS(0))
 	for i := range recs {
 		if rawErrs[i] != nil || raws[i].Ignored != "" {
 			continue
@@ -200,21 +200,50 @@ func (d *Deriver) handle(ctx context.Context, shard int, msgs []redis.XMessage) 
 		}()
 	}
 	wg.Wait()
-	var done []string
-	for i, rec := range recs {
-		outcome, err := d.derive(ctx, rec, raws[i], rawErrs[i], facts[i], errs[i])
-		if err != nil {
-			d.m.derived.WithLabelValues("retry").Inc()
-			if ctx.Err() == nil {
-				d.log.Warn("derive failed; will retry", "shard", shard, "delivery_id", rec.GUID, "err", err)
-			}
-			continue
+	// Fold into the tracker: records about one subject in stream order,
+	// different subjects concurrently (the tracker script is atomic per
+	// repository, so they cannot interleave inside it).
+	var order []string
+	groups := map[string][]int{}
+	for i := range recs {
+		k := recs[i].GUID
+		if f := facts[i]; f != nil && f.Subject != "" {
+			k = f.Subject
+		} else if f != nil && f.Check != nil {
+			k = f.Repo + "@" + f.Check.SHA
 		}
-		d.m.derived.WithLabelValues(outcome).Inc()
-		done = append(done, rec.ID)
+		if _, ok := groups[k]; !ok {
+			order = append(order, k)
+		}
+		groups[k] = append(groups[k], i)
 	}
+	var mu sync.Mutex
+	var done []string
+	for _, k := range order {
+		wg.Add(1)
+		sem <- struct{}{}
+		go func() {
+			defer func() { <-sem; wg.Done() }()
+			for _, i := range groups[k] {
+				rec := recs[i]
+				outcome, err := d.derive(ctx, rec, raws[i], rawErrs[i], facts[i], errs[i])
+				if err != nil {
+					d.m.derived.WithLabelValues("retry").Inc()
+					if ctx.Err() == nil {
+						d.log.Warn("derive failed; will retry", "shard", shard, "delivery_id", rec.GUID, "err", err)
+					}
+					return // the rest of this subject waits for the relay, in order
+				}
+				d.m.derived.WithLabelValues(outcome).Inc()
+				mu.Lock()
+				done = append(done, rec.ID)
+				mu.Unlock()
+			}
+		}()
+	}
+	wg.Wait()
 	if len(done) > 0 {
-		d.m.lag.Set(time.Since(streamTime(done[len(done)-1])).Seconds())
+		d.m.lag.Set(time.Since(streamTime(recs[len(recs)-1].ID)).Seconds())
 		if err := d.rdb.XAck(ctx, d.store.StreamKey(shard), group, done...).Err(); err != nil && ctx.Err() == nil {
 			d.log.Warn("ack ingest records", "shard", shard, "err", err)
 		}

@@ -41,6 +41,7 @@ type ConsumerConfig struct {
 	LeaseTTL    time.Duration // default 10s
 	MaxAttempts int           // permanent failures before poison; default 5
 	Batch       int64         // entries read at once; default 100
+	Parallel    int           // subjects of a batch routed at once; default 32
 }
 
 // Consumer owns journal shards and feeds their events to a handler.
@@ -67,6 +68,9 @@ func NewConsumer(rdb redis.UniversalClient, j *journal.Journal, h Handler, log *
 	}
 	if cfg.Batch <= 0 {
 		cfg.Batch = 100
+	}
+	if cfg.Parallel <= 0 {
+		cfg.Parallel = 32
 	}
 	var b [6]byte
 	_, _ = rand.Read(b[:])
@@ -264,18 +268,13 @@ func (c *Consumer) work(ctx context.Context, shard int, lease string) {
 			continue
 		}
 		backoff = 50 * time.Millisecond
-		done := ""
-		for _, m := range res[0].Messages {
-			if !c.process(ctx, shard, m) {
-				break
-			}
-			done = m.ID
+		msgs := res[0].Messages
+		if !c.processBatch(ctx, shard, msgs) {
+			return
 		}
+		done := msgs[len(msgs)-1].ID
 		// One fenced cursor move per batch: a crash before it re-routes the
 		// batch, which changes nothing (routing is idempotent).
-		if done == "" {
-			continue
-		}
 		ok, err := advanceScript.Run(ctx, c.rdb, []string{c.leaseKey(shard), c.cursorKey(shard)}, lease, done).Int()
 		if err != nil {
 			return // whoever resumes routes the batch again
@@ -316,28 +315,60 @@ func (c *Consumer) keepLease(ctx context.Context, shard int, lease string, lost 
 	}
 }
 
-// process handles one entry until it succeeds, is set aside, or ctx ends;
-// it reports whether to go on.
-func (c *Consumer) process(ctx context.Context, shard int, m redis.XMessage) bool {
-	e, err := journal.Decode(shard, m)
-	if err != nil {
-		c.poison(ctx, shard, m.ID, err.Error())
-		return true
+// processBatch routes a batch of one shard: events of one subject in
+// order, different subjects concurrently (Parallel at once), so one slow
+// subject does not hold the others up. It reports false when ctx ended
+// before every event was routed or set aside.
+func (c *Consumer) processBatch(ctx context.Context, shard int, msgs []redis.XMessage) bool {
+	var order []string
+	bySubject := map[string][]*event.Event{}
+	for _, m := range msgs {
+		e, err := journal.Decode(shard, m)
+		if err != nil {
+			c.poison(ctx, shard, m.ID, err.Error())
+			continue
+		}
+		if _, ok := bySubject[e.Subject]; !ok {
+			order = append(order, e.Subject)
+		}
+		bySubject[e.Subject] = append(bySubject[e.Subject], e)
 	}
+	sem := make(chan struct{}, c.cfg.Parallel)
+	var wg sync.WaitGroup
+	for _, subject := range order {
+		sem <- struct{}{}
+		wg.Add(1)
+		go func() {
+			defer func() { <-sem; wg.Done() }()
+			for _, e := range bySubject[subject] {
+				if !c.process(ctx, shard, e) {
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	return ctx.Err() == nil
+}
+
+// process handles one event until it succeeds, is set aside, or ctx ends;
+// it reports whether to go on.
+func (c *Consumer) process(ctx context.Context, shard int, e *event.Event) bool {
+	_, id, _ := journal.ParseSeq(e.Seq)
 	attempts := 0
 	backoff := 50 * time.Millisecond
 	for ctx.Err() == nil {
 		err := c.safeHandle(ctx, shard, e)
 		if err == nil {
 			c.m.handled.WithLabelValues("routed").Inc()
-			c.m.lag.Set(time.Since(streamTime(m.ID)).Seconds())
+			c.m.lag.Set(time.Since(streamTime(id)).Seconds())
 			return true
 		}
 		if errors.Is(err, ErrPermanent) {
 			attempts++
 			c.m.handled.WithLabelValues("failed").Inc()
 			if attempts >= c.cfg.MaxAttempts {
-				c.poison(ctx, shard, m.ID, err.Error())
+				c.poison(ctx, shard, id, err.Error())
 				return true
 			}
 		} else {
