@@ -143,7 +143,7 @@ func runService(ctx context.Context, role string, args []string, stdout, stderr 
 				return errors.Join(j.Trim(ctx, now), store.Trim(ctx, now))
 			})
 		})
-		run.add(newAsynqServer(rdb, st.push, st.release, log).Run)
+		run.add(pushw.NewServer(rdb, st.push, st.release, log).Run)
 		if role == "worker" {
 			run.add(func(ctx context.Context) error { return serveAdmin(ctx, cfg.WorkerAddr, rdb, reg, ready, log) })
 		}
@@ -294,54 +294,6 @@ type stores struct {
 	push      *pushw.Pusher
 	holds     *holds.Store
 	release   *pushw.Releaser
-}
-
-// asynqServer runs Asynq's workers: pushes, on the queue of this
-// deployment's prefix. Delayed tasks are checked every second (DESIGN §8:
-// timers within ±2 s).
-type asynqServer struct {
-	srv *asynq.Server
-	mux *asynq.ServeMux
-}
-
-func newAsynqServer(rdb redis.UniversalClient, p *pushw.Pusher, rel *pushw.Releaser, log *slog.Logger) *asynqServer {
-	mux := asynq.NewServeMux()
-	mux.Handle(pushw.TypeDeliver, p)
-	mux.Handle(pushw.TypeRelease, rel)
-	srv := asynq.NewServerFromRedisClient(rdb, asynq.Config{
-		Concurrency:              64, // pushes wait on the network, not the CPU
-		Queues:                   map[string]int{p.Queue(): 1},
-		DelayedTaskCheckInterval: time.Second,
-		RetryDelayFunc:           p.RetryDelay,
-		IsFailure:                pushw.IsFailure,
-		ShutdownTimeout:          15 * time.Second, // an attempt's 10 s timeout and some
-		Logger:                   asynqLogger{log.With("component", "asynq")},
-	})
-	return &asynqServer{srv: srv, mux: mux}
-}
-
-// Run works tasks until ctx is cancelled, then stops taking tasks and
-// lets those in flight finish (Asynq requeues what is left after its
-// shutdown timeout).
-func (a *asynqServer) Run(ctx context.Context) error {
-	if err := a.srv.Start(a.mux); err != nil {
-		return fmt.Errorf("start asynq: %w", err)
-	}
-	<-ctx.Done()
-	a.srv.Shutdown()
-	return nil
-}
-
-// asynqLogger writes Asynq's logs through slog.
-type asynqLogger struct{ log *slog.Logger }
-
-func (l asynqLogger) Debug(args ...any) { l.log.Debug(fmt.Sprint(args...)) }
-func (l asynqLogger) Info(args ...any)  { l.log.Info(fmt.Sprint(args...)) }
-func (l asynqLogger) Warn(args ...any)  { l.log.Warn(fmt.Sprint(args...)) }
-func (l asynqLogger) Error(args ...any) { l.log.Error(fmt.Sprint(args...)) }
-func (l asynqLogger) Fatal(args ...any) {
-	l.log.Error(fmt.Sprint(args...))
-	os.Exit(1)
 }
 
 // every runs f every d until ctx is cancelled, logging its errors.

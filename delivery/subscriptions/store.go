@@ -178,25 +178,6 @@ end
 return out
 `)
 
-// listScript reads a set of ids and their subscriptions.
-var listScript = redis.NewScript(`
--- list: the subscriptions whose ids are in one set.
--- KEYS[1] T:subs, KEYS[2] a set of ids (T:own:<owner> or T:term:<subject>)
--- ARGV none
--- Returns the JSON of each subscription of the set that still exists.
-local ids = redis.call('SMEMBERS', KEYS[2])
-local out = {}
-for i = 1, #ids, 500 do
-  local chunk = {}
-  for k = i, math.min(i + 499, #ids) do chunk[#chunk + 1] = ids[k] end
-  local vals = redis.call('HMGET', KEYS[1], unpack(chunk))
-  for k = 1, #chunk do
-    if vals[k] then out[#out + 1] = vals[k] end
-  end
-end
-return out
-`)
-
 func newID() string {
 	var b [12]byte
 	_, _ = rand.Read(b[:])
@@ -288,7 +269,7 @@ func (s *Store) List(ctx context.Context, workspace, owner string) ([]Subscripti
 }
 
 func (s *Store) readSet(ctx context.Context, workspace, set string) ([]Subscription, error) {
-	raw, err := listScript.Run(ctx, s.rdb, []string{s.subsKey(workspace), set}).StringSlice()
+	raw, err := matchScript.Run(ctx, s.rdb, []string{s.subsKey(workspace), set}).StringSlice() // the union of one set
 	if err != nil {
 		return nil, err
 	}

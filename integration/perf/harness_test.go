@@ -288,29 +288,9 @@ func (s *stack) serve(tb testing.TB) string {
 	return "http://" + s.gw.Addr()
 }
 
-// runAsynq is serve's Asynq server (cmd/wakegate newAsynqServer, which is
-// in package main): pushes and hold releases on the push queue.
+// runAsynq is serve's Asynq server: pushes and hold releases.
 func (s *stack) runAsynq(log *slog.Logger) func(context.Context) error {
-	mux := asynq.NewServeMux()
-	mux.Handle(pushw.TypeDeliver, s.push)
-	mux.Handle(pushw.TypeRelease, s.release)
-	srv := asynq.NewServerFromRedisClient(s.rdb, asynq.Config{
-		Concurrency:              64,
-		Queues:                   map[string]int{s.push.Queue(): 1},
-		DelayedTaskCheckInterval: time.Second,
-		RetryDelayFunc:           s.push.RetryDelay,
-		IsFailure:                pushw.IsFailure,
-		ShutdownTimeout:          5 * time.Second,
-		LogLevel:                 asynq.FatalLevel,
-	})
-	return func(ctx context.Context) error {
-		if err := srv.Start(mux); err != nil {
-			return err
-		}
-		<-ctx.Done()
-		srv.Shutdown()
-		return nil
-	}
+	return pushw.NewServer(s.rdb, s.push, s.release, log).Run
 }
 
 // everyMinute runs f once a minute until ctx ends, as serve's sweeps run.
