@@ -106,14 +106,14 @@ func (s *DeadLetters) List(ctx context.Context, limit int) ([]DeadLetter, int64,
 	if limit <= 0 {
 		limit = 100
 	}
-	ids, err := s.rdb.ZRevRange(ctx, s.idx, 0, int64(limit)-1).Result()
-	if err != nil {
+	// One MULTI, so the page and the count agree.
+	pipe := s.rdb.TxPipeline()
+	page := pipe.ZRevRange(ctx, s.idx, 0, int64(limit)-1)
+	count := pipe.ZCard(ctx, s.idx)
+	if _, err := pipe.Exec(ctx); err != nil {
 		return nil, 0, fmt.Errorf("list dead letters: %w", err)
 	}
-	total, err := s.rdb.ZCard(ctx, s.idx).Result()
-	if err != nil {
-		return nil, 0, fmt.Errorf("count dead letters: %w", err)
-	}
+	ids, total := page.Val(), count.Val()
 	if len(ids) == 0 {
 		return []DeadLetter{}, total, nil
 	}
