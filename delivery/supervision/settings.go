@@ -385,22 +385,6 @@ func (q *QuietHours) validate() error {
 	return nil
 }
 
-// Contains reports whether t falls inside the quiet window (start
-// inclusive, end exclusive) in the window's time zone.
-func (q *QuietHours) Contains(t time.Time) bool {
-	loc, err := time.LoadLocation(q.TZ)
-	if err != nil || !hhmm.MatchString(q.Start) || !hhmm.MatchString(q.End) {
-		return false
-	}
-	lt := t.In(loc)
-	m := lt.Hour()*60 + lt.Minute()
-	start, end := minutes(q.Start), minutes(q.End)
-	if start < end {
-		return m >= start && m < end
-	}
-	return m >= start || m < end
-}
-
 func minutes(hm string) int {
 	return int(hm[0]-'0')*600 + int(hm[1]-'0')*60 + int(hm[3]-'0')*10 + int(hm[4]-'0')
 }
