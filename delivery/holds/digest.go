@@ -62,7 +62,8 @@ func hm(t time.Time) string { return t.UTC().Format("15:04") + "Z" }
 // grouped by what happened in the order first seen, naming each subject
 // once per group.
 func Text(reason string, items []Item, now time.Time) string {
-	head := map[string]string{ReasonQuiet: "quiet lifted", ReasonPaused: "pause ended", ReasonRate: "rate cap"}[reason]
+	head := map[string]string{ReasonQuiet: "quiet lifted", ReasonQuietHours: "quiet hours ended", ReasonPaused: "pause ended",
+		ReasonRate: "rate cap"}[reason]
 	if head == "" {
 		head = reason
 	}

@@ -9,15 +9,24 @@
 --           {"id": "...", "items": [...]} (JSON)
 -- KEYS[3] = <tag>:hold:rate         the token bucket (reason "rate" only;
 --           the digest takes the token it was due at, when there is one)
+-- KEYS[4] = <tag>:hold:due          hash reason → the latest due (ms) of
+--           what is held (decide.lua): while it is after now, nothing is
+--           taken — something was held for a later end (quiet hours made
+--           longer), and that end's release takes everything
 -- ARGV[1] = the id for a new draining record (the digest's slot)
 -- ARGV[2] = now (ms), ARGV[3] = per (ms), ARGV[4] = burst, ARGV[5] = "1"
 --           to take a token
+-- ARGV[6] = the reason (the field of KEYS[4])
 --
--- Returns the draining record's JSON, or false when nothing is held.
+-- Returns the draining record's JSON, false when nothing is held, or
+-- "later:<due ms>" when what is held is due later.
 
-local K_HELD, K_DRAIN, K_RATE = KEYS[1], KEYS[2], KEYS[3]
+local K_HELD, K_DRAIN, K_RATE, K_DUE = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
 local cur = redis.call('GET', K_DRAIN)
 if cur then return cur end
+local due = tonumber(redis.call('HGET', K_DUE, ARGV[6]) or '0')
+if due > tonumber(ARGV[2]) then return 'later:' .. string.format('%d', due) end
+if due > 0 then redis.call('HDEL', K_DUE, ARGV[6]) end
 local items = redis.call('LRANGE', K_HELD, 0, -1)
 if #items == 0 then return false end
 local rec = '{"id":' .. cjson.encode(ARGV[1]) .. ',"items":[' .. table.concat(items, ',') .. ']}'

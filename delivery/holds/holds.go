@@ -9,6 +9,9 @@
 //     optional until. Quiet holds every wake and alert to its recipients,
 //     never a waiter delivery (a session's own subscription on its own
 //     subject or linked PR).
+//   - Quiet hours: the workspace setting quiet_hours (a daily window in a
+//     time zone) holds wakes to human: recipients, never a critical one,
+//     until the period ends (supervision.QuietHours.Window).
 //   - Rate cap: a token bucket per recipient (workspace setting rate:
 //     burst, one token per per); the excess is held for one digest due at
 //     the next token.
@@ -40,9 +43,10 @@ import (
 
 // Reasons a wake is held (Decision.Reason, the digest's reason).
 const (
-	ReasonQuiet  = "quiet"
-	ReasonPaused = "paused"
-	ReasonRate   = "rate"
+	ReasonQuiet      = "quiet"
+	ReasonQuietHours = "quiet_hours"
+	ReasonPaused     = "paused"
+	ReasonRate       = "rate"
 )
 
 // ScopeAll is the quiet scope of every recipient of a workspace.
@@ -256,8 +260,8 @@ type Request struct {
 // Decision is what Decide decided.
 type Decision struct {
 	Push   bool      // push it now
-	Reason string    // held: ReasonQuiet, ReasonPaused or ReasonRate
-	Due    time.Time // held for the rate cap: the next token (the digest's slot); PAUSED: its end
+	Reason string    // held: ReasonQuiet, ReasonQuietHours, ReasonPaused or ReasonRate
+	Due    time.Time // held for the rate cap: the next token (the digest's slot); quiet hours: the period's end; PAUSED: its end
 }
 
 // Item is one held wake, as a digest lists it.
@@ -279,10 +283,20 @@ type Item struct {
 const decisionTTL = 72 * time.Hour
 
 // Decide is the holds decision for one inbox update that decided a wake:
-// quiet (unless a waiter delivery) → PAUSED → rate cap. Attended is the
-// inbox's part (an attended recipient's notice never reaches here). A held
-// wake is recorded for its digest; a re-run for the same seq answers the
-// original decision and records nothing.
+// quiet (unless a waiter delivery) → quiet hours → PAUSED → rate cap.
+// Attended is the inbox's part (an attended recipient's notice never
+// reaches here). A held wake is recorded for its digest; a re-run for the
+// same seq answers the original decision and records nothing.
+//
+// Quiet hours are a form of quiet (DESIGN §7), so they sit in quiet's
+// place, right after an explicit quiet and before PAUSED: a wake that both
+// hold waits for the explicit quiet's lift (one digest, on the human's
+// word), one that only quiet hours hold waits for the period's end. They
+// apply to human: recipients only — a session is a machine, and a worker
+// parked on its PR must still be resumed at night — and never to a
+// critical event, which reaches the human at once (the rate cap still
+// applies to it). The window is read from r.Settings, the settings the
+// router snapshotted for this update.
 func (s *Store) Decide(ctx context.Context, r Request) (Decision, error) {
 	if err := checkRecipient(r.Workspace, r.Party); err != nil {
 		return Decision{}, err
@@ -298,6 +312,12 @@ func (s *Store) Decide(ctx context.Context, r Request) (Decision, error) {
 		}
 		if q {
 			reason = ReasonQuiet
+		}
+	}
+	var due time.Time
+	if reason == "" && strings.HasPrefix(r.Party, "human:") && priorityOf(r.Event) != event.Critical {
+		if end, in := r.Settings.QuietHours.Window(r.Now); in {
+			reason, due = ReasonQuietHours, end
 		}
 	}
 	if reason == "" && r.Presence.Paused(r.Now) {
@@ -318,9 +338,13 @@ func (s *Store) Decide(ctx context.Context, r Request) (Decision, error) {
 	if list == "" {
 		list = ReasonRate
 	}
+	dueMS := int64(0)
+	if !due.IsZero() {
+		dueMS = due.UnixMilli()
+	}
 	out, err := decideScript.Run(ctx, s.rdb, []string{s.rkey(r.Workspace, r.Party, "hold:dec"),
-		s.rkey(r.Workspace, r.Party, "hold:rate"), s.rkey(r.Workspace, r.Party, "hold:q:"+list)},
-		r.Result.Seq, reason, r.Now.UnixMilli(), per.Milliseconds(), burst, string(item), int64(decisionTTL/time.Second)).Text()
+		s.rkey(r.Workspace, r.Party, "hold:rate"), s.rkey(r.Workspace, r.Party, "hold:q:"+list), s.rkey(r.Workspace, r.Party, "hold:due")},
+		r.Result.Seq, reason, r.Now.UnixMilli(), per.Milliseconds(), burst, string(item), int64(decisionTTL/time.Second), dueMS).Text()
 	if err != nil {
 		return Decision{}, fmt.Errorf("holds decision for %s: %w", r.Party, err)
 	}
@@ -337,15 +361,25 @@ func (s *Store) Decide(ctx context.Context, r Request) (Decision, error) {
 	case strings.HasPrefix(out, "held:rate:"):
 		ms, _ := strconv.ParseInt(strings.TrimPrefix(out, "held:rate:"), 10, 64)
 		return Decision{Reason: ReasonRate, Due: time.UnixMilli(ms)}, nil
+	case strings.HasPrefix(out, "held:"+ReasonQuietHours+":"):
+		ms, _ := strconv.ParseInt(strings.TrimPrefix(out, "held:"+ReasonQuietHours+":"), 10, 64)
+		return Decision{Reason: ReasonQuietHours, Due: time.UnixMilli(ms)}, nil
 	}
 	return Decision{}, fmt.Errorf("holds decision for %s: script answered %q", r.Party, out)
 }
 
-func itemOf(e *event.Event, res inbox.Result, now time.Time) Item {
-	p := e.Priority
-	if p == "" {
-		p = event.DefaultPriority(e.Type, e.Data)
+func priorityOf(e *event.Event) event.Priority {
+	if e == nil {
+		return ""
 	}
+	if e.Priority == "" {
+		return event.DefaultPriority(e.Type, e.Data)
+	}
+	return e.Priority
+}
+
+func itemOf(e *event.Event, res inbox.Result, now time.Time) Item {
+	p := priorityOf(e)
 	var d struct {
 		Merged bool `json:"merged"`
 	}
@@ -363,11 +397,20 @@ type Batch struct {
 	Items []Item `json:"items"`
 }
 
+// NotDueError is Take's answer when what is held for a reason is due
+// later than now: something was held for a later end (quiet hours made
+// longer while they held), whose own release takes it all.
+type NotDueError struct{ Due time.Time }
+
+func (e *NotDueError) Error() string {
+	return "held wakes are due at " + e.Due.UTC().Format(time.RFC3339)
+}
+
 // Take moves a recipient's held items of one reason into a draining
-// record for a digest and returns it; nil when nothing is held. A record
-// left by a crash is answered first, with its original id. For the rate
-// cap the digest takes the token it was due at. Call Done once the digest
-// push is enqueued.
+// record for a digest and returns it; nil when nothing is held, a
+// *NotDueError when they are due later. A record left by a crash is
+// answered first, with its original id. For the rate cap the digest takes
+// the token it was due at. Call Done once the digest push is enqueued.
 func (s *Store) Take(ctx context.Context, ws, party, reason, id string, rate supervision.Rate, now time.Time) (*Batch, error) {
 	if err := checkRecipient(ws, party); err != nil {
 		return nil, err
@@ -384,12 +427,16 @@ func (s *Store) Take(ctx context.Context, ws, party, reason, id string, rate sup
 		burst = 3
 	}
 	v, err := drainScript.Run(ctx, s.rdb, []string{s.rkey(ws, party, "hold:q:"+reason), s.rkey(ws, party, "hold:dr:"+reason),
-		s.rkey(ws, party, "hold:rate")}, id, now.UnixMilli(), per.Milliseconds(), burst, take).Text()
+		s.rkey(ws, party, "hold:rate"), s.rkey(ws, party, "hold:due")}, id, now.UnixMilli(), per.Milliseconds(), burst, take, reason).Text()
 	if errors.Is(err, redis.Nil) {
 		return nil, nil
 	}
 	if err != nil {
 		return nil, fmt.Errorf("take held %s wakes of %s: %w", reason, party, err)
+	}
+	if ms, later := strings.CutPrefix(v, "later:"); later {
+		n, _ := strconv.ParseInt(ms, 10, 64)
+		return nil, &NotDueError{Due: time.UnixMilli(n)}
 	}
 	var b Batch
 	if err := json.Unmarshal([]byte(v), &b); err != nil {

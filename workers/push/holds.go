@@ -20,8 +20,8 @@ import (
 )
 
 // TypeRelease is the Asynq task type that ends a hold (DESIGN §7): the
-// rate cap's digest at the next token, the end of a PAUSED, or a quiet
-// record's until. It rides the push queue.
+// rate cap's digest at the next token, the end of a quiet-hours period,
+// the end of a PAUSED, or a quiet record's until. It rides the push queue.
 const TypeRelease = "holds:release"
 
 // DigestWebhookID is the webhook-id of one digest push: derived from the
@@ -85,8 +85,8 @@ func NewReleaser(p *Pusher, h *holds.Store, rate func(ctx context.Context, works
 // release is a TypeRelease task's payload.
 type release struct {
 	Workspace string `json:"ws"`
-	Party     string `json:"party,omitempty"` // rate, paused
-	Reason    string `json:"reason"`          // rate | paused | quiet (a quiet record's until)
+	Party     string `json:"party,omitempty"` // rate, quiet_hours, paused
+	Reason    string `json:"reason"`          // rate | quiet_hours | paused | quiet (a quiet record's until)
 	Scope     string `json:"scope,omitempty"` // quiet
 	At        int64  `json:"at"`              // unix ms: the slot
 }
@@ -117,8 +117,9 @@ func (r *Releaser) schedule(ctx context.Context, rl release) error {
 }
 
 // Schedule schedules the release of a recipient's held wakes of reason
-// (holds.ReasonRate at the next token, holds.ReasonPaused at its end): one
-// task per (recipient, reason, slot), however many wakes it holds.
+// (holds.ReasonRate at the next token, holds.ReasonQuietHours at the
+// period's end, holds.ReasonPaused at its end): one task per (recipient,
+// reason, slot), however many wakes it holds.
 func (r *Releaser) Schedule(ctx context.Context, workspace, party, reason string, at time.Time) error {
 	return r.schedule(ctx, release{Workspace: workspace, Party: party, Reason: reason, At: at.UnixMilli()})
 }
@@ -137,6 +138,10 @@ func (r *Releaser) Release(ctx context.Context, workspace, party, reason, slot s
 		return nil, err
 	}
 	b, err := r.h.Take(ctx, workspace, party, reason, slot, rateOf(per, burst), now)
+	var later *holds.NotDueError
+	if errors.As(err, &later) { // held for a later end too: that end's release takes it all
+		return nil, r.Schedule(ctx, workspace, party, reason, later.Due)
+	}
 	if err != nil || b == nil {
 		return nil, err
 	}
@@ -191,7 +196,11 @@ func (r *Releaser) ProcessTask(ctx context.Context, t *asynq.Task) error {
 	}
 	now := r.now()
 	switch rl.Reason {
-	case holds.ReasonRate:
+	case holds.ReasonRate, holds.ReasonQuietHours:
+		// Quiet hours: released at the period's end as it was when the
+		// wakes were held (the settings snapshot of their routing); a
+		// later end — the window made longer meanwhile — is its own
+		// release, which Take defers this one to.
 		_, err := r.Release(ctx, rl.Workspace, rl.Party, rl.Reason, strconv.FormatInt(rl.At, 10))
 		return err
 	case holds.ReasonPaused:
