@@ -5,13 +5,14 @@
 -- a fresh entry.
 --
 -- KEYS[1..4] = :n, :e, :u, :w of the recipient
+-- KEYS[5]    = :x of the recipient (an acked entry never escalates)
 -- ARGV[1]    = through (0: none)
 -- ARGV[2..]  = seqs
 --
 -- Returns the number of entries acked, or -1, having acked nothing, when
 -- through or a seq is beyond the last seq assigned.
 
-local K_LAST, K_ENTRIES, K_UNACKED, K_WAKES = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
+local K_LAST, K_ENTRIES, K_UNACKED, K_WAKES, K_ESC = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5]
 local last = tonumber(redis.call('GET', K_LAST) or '0')
 for i = 1, #ARGV do
   if tonumber(ARGV[i]) > last then return -1 end
@@ -23,6 +24,7 @@ local acked = 0
 local function ack(ck)
   redis.call('HDEL', K_ENTRIES, ck)
   redis.call('ZREM', K_WAKES, ck)
+  redis.call('ZREM', K_ESC, ck)
   acked = acked + redis.call('ZREM', K_UNACKED, ck)
 end
 

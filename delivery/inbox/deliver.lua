@@ -4,20 +4,32 @@
 -- atomic step.
 --
 -- KEYS[1..4] = :n, :e, :u, :w of the recipient
--- KEYS[5]    = :d:<sha1> dedup marker of the event
+-- KEYS[5]    = :d:<sha1> dedup marker of the event (of its escalated
+--              copy, for an escalation: another marker)
+-- KEYS[6]    = :x escalation due index of the recipient
 -- ARGV[1]    = the update as JSON: ck (coalesce key), type, id, rank
 --              (priority rank 0..2), kind (what it decides on its own:
 --              wake|alert|notice|digest), terminal, alert (the type's
 --              attended kind is alert), via, now (ms since the epoch), ttl
---              (marker seconds), redelivery, waiter, channel (Pub/Sub)
+--              (marker seconds), redelivery, waiter, channel (Pub/Sub),
+--              esc (the escalation due time in ms of an update that may
+--              escalate, 0 for one that may not), x (an escalated copy's
+--              mark {l, p, r, why}, or absent)
 -- ARGV[2]    = the event's JSON (compact)
 -- ARGV[3]    = settings JSON for a new entry, or ""
 --
--- Returns {seq, duplicate, new, wake, kind} with duplicate, new and wake
--- 0 or 1. A duplicate returns the original delivery's answer and writes
--- nothing.
+-- Returns {seq, duplicate, new, wake, kind, armed} with duplicate, new,
+-- wake and armed 0 or 1. A duplicate returns the original delivery's
+-- answer (armed 0) and writes nothing.
+--
+-- Escalation (DESIGN §8): an update with esc > 0 arms the entry — puts its
+-- coalesce key in :x scored by esc — when it creates the entry, raises its
+-- priority, is an escalated copy, or the entry was never armed; a fold
+-- that does none of these leaves the entry's timer alone, so an entry that
+-- has escalated is not escalated again by a later update of the same
+-- priority. Package escalate drains :x; ack.lua removes acked entries.
 
-local K_LAST, K_ENTRIES, K_UNACKED, K_WAKES, K_MARKER = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5]
+local K_LAST, K_ENTRIES, K_UNACKED, K_WAKES, K_MARKER, K_ESC = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6]
 local d = cjson.decode(ARGV[1])
 local ev, settings = ARGV[2], ARGV[3]
 
@@ -28,7 +40,7 @@ local function duplicate()
   if not m then return nil end
   local seq, new, wake, kind = string.match(m, '^(%d+) (%d) (%d) (%a+)$')
   if not seq then return redis.error_reply('malformed dedup marker ' .. K_MARKER) end
-  return { tonumber(seq), 1, tonumber(new), tonumber(wake), kind }
+  return { tonumber(seq), 1, tonumber(new), tonumber(wake), kind, 0 }
 end
 
 -- wakes_alone: the update's own kind asks for a wake.
@@ -37,10 +49,10 @@ local function wakes_alone() return d.kind == 'wake' or d.kind == 'alert' end
 -- wakes_again applies the rule for a fold: a wake kind, and the priority
 -- rose above the entry's, or the event is terminal, or its type's attended
 -- kind is alert, or its type differs from the one that last woke the entry
--- (an operator's redelivery always may).
+-- (an operator's redelivery and an escalated copy always may).
 local function wakes_again(meta)
   if not wakes_alone() then return false end
-  return d.redelivery or d.rank > meta.p or d.terminal or d.alert or d.type ~= meta.wy
+  return d.redelivery or d.x ~= nil or d.rank > meta.p or d.terminal or d.alert or d.type ~= meta.wy
 end
 
 -- new_entry is the meta of an entry holding only this update.
@@ -64,17 +76,21 @@ if dup then return dup end
 
 local cur = redis.call('HGET', K_ENTRIES, d.ck)
 local meta, headline, latest, wake
+local arm = false
 if cur then
   local m, h, _, s = split_entry(cur)
   meta, settings = cjson.decode(m), s
   wake = wakes_again(meta)
+  arm = d.rank > meta.p or d.x ~= nil or not meta.xa
   headline, latest = fold_headline(meta, h)
   meta.n = meta.n + 1
   if d.rank > meta.p then meta.p = d.rank end
 else
   meta, headline, latest = new_entry(), ev, ''
   wake = wakes_alone()
+  arm = true
 end
+arm = arm and d.esc > 0
 
 local seq = redis.call('INCR', K_LAST)
 local kind = d.kind
@@ -86,6 +102,11 @@ while #ids > 64 do table.remove(ids, 1) end
 meta.k, meta.l, meta.v = kind, d.now, d.via
 if d.redelivery then meta.r = true end
 if d.waiter then meta.wa = true end
+if d.x ~= nil then meta.x = d.x end
+if arm then
+  meta.xa = true
+  redis.call('ZADD', K_ESC, d.esc, d.ck)
+end
 if wake then
   meta.w, meta.ws, meta.wy = true, int(seq), d.type
   redis.call('ZADD', K_WAKES, seq, d.ck)
@@ -99,4 +120,4 @@ redis.call('ZADD', K_UNACKED, seq, d.ck)
 local new, woke = cur and 0 or 1, wake and 1 or 0
 redis.call('SET', K_MARKER, int(seq) .. ' ' .. new .. ' ' .. woke .. ' ' .. kind, 'EX', d.ttl)
 redis.call('PUBLISH', d.channel, wake and 'wake' or 'update')
-return { seq, 0, new, woke, kind }
+return { seq, 0, new, woke, kind, arm and 1 or 0 }

@@ -9,10 +9,17 @@
 // recipient's hash tag (Tag), so it is atomic, runs in one cluster slot and
 // never half-applies; everything lives in Redis, so unacked entries survive
 // restarts and acked ones never come back. keys.go and inbox.lua document
-// the layout. An unacked entry of one event costs about 790 bytes of Redis
-// memory beyond its event copy, indexes and dedup marker included
-// (TestMemoryPerEntry); folds add a dedup marker (≈ 200 bytes) per event
-// and up to 64 folded ids.
+// the layout. An unacked entry of one event costs about 920 bytes of Redis
+// memory beyond its event copy, indexes, dedup marker and escalation timer
+// index included (TestMemoryPerEntry); folds add a dedup marker (≈ 200
+// bytes) per event and up to 64 folded ids.
+//
+// Escalation (DESIGN §8): a delivery with EscalateAt arms its entry in
+// the recipient's escalation due index (EscalationKey) in the same atomic
+// step, so a crash never leaves an entry delivered but unarmed, and a
+// re-run (a duplicate) never re-arms one; Ack disarms. Package escalate
+// drains the index. An escalated copy (Delivery.Escalation) is marked on
+// the entry ("escalated" in its JSON).
 //
 // Wake decisions (DESIGN §7): info is a digest; attention+ wakes an
 // unattended recipient, and an attended one when its type's attended kind
@@ -103,6 +110,7 @@ const (
 	ViaFallback     = "fallback"
 	ViaDirect       = "direct"
 	ViaTakeover     = "takeover"
+	ViaEscalation   = "escalation" // an escalated copy (DESIGN §8): Delivery.Escalation says from whom
 )
 
 // Delivery modes (Delivery.Mode).
@@ -143,6 +151,47 @@ type Delivery struct {
 	// Redelivery is an operator's redelivery: it passes dedup, may wake
 	// whatever the wake-again rule says, and marks the entry redelivered.
 	Redelivery bool
+	// EscalateAt, when set, is when this update's escalation check is due
+	// (DESIGN §8; the caller decides whether the update may escalate at
+	// all). It arms the entry — puts it in the recipient's EscalationKey —
+	// when the update creates the entry, raises its priority, is an
+	// escalated copy, or the entry was never armed; any other fold leaves
+	// the entry's timer as it was. Zero: this update arms nothing.
+	EscalateAt time.Time
+	// Escalation makes this delivery an escalated copy (Via
+	// ViaEscalation): it is deduplicated apart from the event itself
+	// (the party may have the event already and still gets its
+	// escalation once), always wakes (an alert for an attended party),
+	// and marks the entry Escalated.
+	Escalation *Escalation
+}
+
+// Escalation marks an entry that reached its party by escalation (DESIGN
+// §8); it is the entry's "escalated" in JSON.
+type Escalation struct {
+	// Level is the step: 1 for the first party above the original
+	// recipient, 2 for the next, and so on.
+	Level int `json:"level"`
+	// From is the party the entry was escalated from.
+	From string `json:"from"`
+	// Path is every party the entry passed before this one, the original
+	// recipient first (From is the last).
+	Path []string `json:"path"`
+	// Rung is where this party stands above the subject:
+	// "controller:<session id>" (the holder of that session's controller
+	// lease), "default" (the workspace default controller) or "fallback"
+	// (the human fallback).
+	Rung string `json:"rung"`
+	// Reason is why it climbed: dead, unreached, dead_letter or unacked.
+	Reason string `json:"reason"`
+}
+
+// escalationMeta is Escalation as an entry's meta stores it (inbox.lua).
+type escalationMeta struct {
+	Level  int      `json:"l"`
+	Path   []string `json:"p"`
+	Rung   string   `json:"r"`
+	Reason string   `json:"why"`
 }
 
 // Result is what one Deliver did. A duplicate carries the original
@@ -154,6 +203,9 @@ type Result struct {
 	New       bool   // it created an entry (else it folded into one)
 	Wake      bool   // this update decided a wake or alert
 	Kind      string // what it decided: a Kind constant
+	// Armed: this update armed the entry's escalation (Delivery.EscalateAt);
+	// false on a duplicate.
+	Armed bool
 }
 
 // Entry is one unacked entry as a reader sees it (DESIGN §7).
@@ -183,6 +235,12 @@ type Entry struct {
 	Redelivered bool            `json:"redelivered,omitempty"`
 	Waiter      bool            `json:"waiter,omitempty"`
 	Settings    json.RawMessage `json:"settings,omitempty"`
+	// Escalated is set on an entry that reached this party by escalation
+	// (DESIGN §8), even when later updates reached it otherwise.
+	Escalated *Escalation `json:"escalated,omitempty"`
+	// Armed tells whether an update armed the entry's escalation
+	// (Delivery.EscalateAt); package escalate reads it.
+	Armed bool `json:"-"`
 	// Wake tells whether this seq decided a wake or alert.
 	Wake bool `json:"wake"`
 	// WakeSeq is the seq of the entry's latest update that decided a wake,
@@ -243,10 +301,14 @@ type update struct {
 	Redelivery bool   `json:"redelivery"`
 	Waiter     bool   `json:"waiter"`
 	Channel    string `json:"channel"`
+	Esc        int64  `json:"esc"` // EscalateAt in ms, 0 for none
+	// X is an escalated copy's mark; absent (never null: Lua would
+	// read cjson.null as a value) otherwise.
+	X *escalationMeta `json:"x,omitempty"`
 }
 
 var vias = map[string]bool{ViaSubscription: true, ViaController: true, ViaObserver: true,
-	ViaFallback: true, ViaDirect: true, ViaTakeover: true}
+	ViaFallback: true, ViaDirect: true, ViaTakeover: true, ViaEscalation: true}
 
 func invalid(format string, args ...any) error {
 	return fmt.Errorf("%w: %s", ErrInvalid, fmt.Sprintf(format, args...))
@@ -283,6 +345,10 @@ func (b *Inbox) prepare(d Delivery, now time.Time) (update, string, string, erro
 		return update{}, "", "", invalid("via %q", d.Via)
 	case d.Mode != "" && d.Mode != ModeWake && d.Mode != ModeInbox:
 		return update{}, "", "", invalid("mode %q", d.Mode)
+	case (d.Via == ViaEscalation) != (d.Escalation != nil):
+		return update{}, "", "", invalid("an escalated copy is via %s with its Escalation, nothing else", ViaEscalation)
+	case d.Escalation != nil && (d.Escalation.Level < 1 || len(d.Escalation.Path) == 0 || d.Escalation.From != d.Escalation.Path[len(d.Escalation.Path)-1]):
+		return update{}, "", "", invalid("escalation %+v: level ≥ 1 and a path ending at from", *d.Escalation)
 	}
 	p := e.Priority
 	if p == "" {
@@ -306,13 +372,7 @@ func (b *Inbox) prepare(d Delivery, now time.Time) (update, string, string, erro
 	if bytes.IndexByte(body, '\n') >= 0 || strings.IndexByte(settings, '\n') >= 0 {
 		return update{}, "", "", invalid("event %s: JSON with a raw newline", e.ID) // compact JSON never has one
 	}
-	ck := e.CoalesceKey
-	if ck == "" {
-		ck = e.Subject
-	}
-	if ck == "" {
-		ck = "id:" + e.Key() // nothing to coalesce on: its own entry
-	}
+	ck := CoalesceKey(e)
 	ak := AttendedKind(e)
 	u := update{
 		CK:         ck,
@@ -329,7 +389,33 @@ func (b *Inbox) prepare(d Delivery, now time.Time) (update, string, string, erro
 		Waiter:     d.Waiter,
 		Channel:    NotifyChannel(b.cfg.Prefix, d.Workspace, d.Party),
 	}
+	if !d.EscalateAt.IsZero() {
+		u.Esc = max(d.EscalateAt.UnixMilli(), 1)
+	}
+	if x := d.Escalation; x != nil {
+		u.X = &escalationMeta{Level: x.Level, Path: x.Path, Rung: x.Rung, Reason: x.Reason}
+		// An escalation is a page: it wakes, and an attended party gets
+		// it as an alert, whatever the type's attended kind.
+		if p.Rank() >= event.Attention.Rank() && d.Mode != ModeInbox {
+			u.Kind = KindWake
+			if d.Attended {
+				u.Kind = KindAlert
+			}
+		}
+	}
 	return u, string(body), settings, nil
+}
+
+// CoalesceKey is the key an event's entry coalesces on in every inbox:
+// its coalescekey, else its subject, else its own identity.
+func CoalesceKey(e *event.Event) string {
+	switch {
+	case e.CoalesceKey != "":
+		return e.CoalesceKey
+	case e.Subject != "":
+		return e.Subject
+	}
+	return "id:" + e.Key() // nothing to coalesce on: its own entry
 }
 
 // Deliver puts one event into one recipient's inbox: dedup on the event's
@@ -348,13 +434,17 @@ func (b *Inbox) Deliver(ctx context.Context, d Delivery, now time.Time) (Result,
 		return Result{}, fmt.Errorf("encode delivery of %s: %w", u.ID, err)
 	}
 	k := b.keysOf(d.Workspace, d.Party)
+	marker := k.marker(d.Event.Source, d.Event.ID)
+	if d.Escalation != nil {
+		marker = k.escalatedMarker(d.Event.Source, d.Event.ID)
+	}
 	res, err := deliverScript.Run(ctx, b.rdb,
-		[]string{k.last, k.entries, k.unacked, k.wakes, k.marker(d.Event.Source, d.Event.ID)},
+		[]string{k.last, k.entries, k.unacked, k.wakes, marker, k.esc},
 		arg, body, settings).Slice()
 	if err != nil {
 		return Result{}, fmt.Errorf("deliver %s to %s: %w", u.ID, d.Party, err)
 	}
-	if len(res) != 5 {
+	if len(res) != 6 {
 		return Result{}, fmt.Errorf("deliver %s to %s: script answered %v", u.ID, d.Party, res)
 	}
 	seq, _ := res[0].(int64)
@@ -362,7 +452,8 @@ func (b *Inbox) Deliver(ctx context.Context, d Delivery, now time.Time) (Result,
 	isNew, _ := res[2].(int64)
 	wake, _ := res[3].(int64)
 	kind, _ := res[4].(string)
-	return Result{Seq: seq, Duplicate: dup == 1, New: isNew == 1, Wake: wake == 1, Kind: kind}, nil
+	armed, _ := res[5].(int64)
+	return Result{Seq: seq, Duplicate: dup == 1, New: isNew == 1, Wake: wake == 1, Kind: kind, Armed: armed == 1}, nil
 }
 
 // NotifyPattern is the pattern of every recipient's NotifyChannel: one

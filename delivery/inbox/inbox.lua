@@ -12,9 +12,14 @@
 --                      that have woken); "is there a wake after s" is
 --                      ZRANGEBYSCORE :w (s +inf LIMIT 0 1
 --   :d:<sha1>  string  dedup marker of event (source, id), sha1 of
---                      source .. "\0" .. id; value "<seq> <new> <wake>
---                      <kind>" (the original Result); expires after the
---                      retention
+--                      source .. "\0" .. id (of an escalated copy: of
+--                      source .. "\0" .. id .. "\0escalated"); value
+--                      "<seq> <new> <wake> <kind>" (the original Result);
+--                      expires after the retention
+--   :x         zset    escalation due index (DESIGN §8): coalesce key
+--                      scored by the ms its escalation check is due;
+--                      written by deliver.lua (arming), cleared by ack.lua,
+--                      drained by package escalate
 --
 -- An entry is four parts joined by "\n" (none of them contains one: the
 -- event and settings are compact JSON, and cjson escapes newlines):
@@ -34,6 +39,9 @@
 --   i        the last 64 event ids folded in, oldest first
 --   v        via of the latest update
 --   r, wa    redelivered, waiter: true or absent
+--   xa       true once an update armed the entry's escalation (else absent)
+--   x        escalated copy: {l = level, p = parties passed (original
+--            recipient first), r = rung, why = reason}, or absent
 
 -- int renders a number the way Go's %d does (tostring would say 1e+15).
 local function int(n) return string.format('%d', n) end

@@ -14,6 +14,7 @@ import (
 //	<prefix>:{<prefix>:ib:<ws>:<party>}:u           zset    coalesce key scored by its entry's seq (the unacked entries)
 //	<prefix>:{<prefix>:ib:<ws>:<party>}:w           zset    coalesce key scored by the seq of its latest waking update
 //	<prefix>:{<prefix>:ib:<ws>:<party>}:d:<sha1>    string  dedup marker of one event, kept Retention
+//	<prefix>:{<prefix>:ib:<ws>:<party>}:x           zset    coalesce key scored by its escalation's due ms (EscalationKey)
 //
 // Workspace and party ids cannot contain '{', '}' or anything but
 // [A-Za-z0-9._-] after the party's kind (DESIGN §2), so tags never collide.
@@ -30,6 +31,7 @@ type keys struct {
 	entries string // :e
 	unacked string // :u
 	wakes   string // :w
+	esc     string // :x
 }
 
 func (b *Inbox) keysOf(workspace, party string) keys {
@@ -40,13 +42,29 @@ func (b *Inbox) keysOf(workspace, party string) keys {
 		entries: base + ":e",
 		unacked: base + ":u",
 		wakes:   base + ":w",
+		esc:     base + ":x",
 	}
+}
+
+// EscalationKey is a recipient's escalation due index (DESIGN §8): a zset
+// of coalesce key → the ms its entry's escalation check is due. Deliver
+// arms it in the same step as the entry, Ack clears acked entries from
+// it, and package escalate drains it. An empty prefix means "wg".
+func EscalationKey(prefix, workspace, party string) string {
+	return prefixOr(prefix) + ":" + Tag(prefix, workspace, party) + ":x"
 }
 
 // marker is the dedup marker of the event (source, id) in this inbox.
 func (k keys) marker(source, id string) string {
 	sum := sha1.Sum([]byte(source + "\x00" + id))
 	return k.base + ":d:" + hex.EncodeToString(sum[:])
+}
+
+// escalatedMarker is the dedup marker of the escalated copy of the event
+// (source, id): the recipient may have the event itself already, through
+// routing, and still gets the escalation once.
+func (k keys) escalatedMarker(source, id string) string {
+	return k.marker(source, id+"\x00escalated")
 }
 
 // NotifyChannel is the Pub/Sub channel Deliver publishes to for a

@@ -7,6 +7,7 @@ import (
 	"sort"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/redis/go-redis/v9"
 
@@ -96,16 +97,19 @@ func report(t *testing.T, what string, total, events int64, entries int, byRole 
 }
 
 // TestMemoryPerEntry: at most 1 KB of Redis memory per unacked entry
-// beyond the event copies it holds, every key of the recipient (indexes
-// and dedup markers) included, on real Redis (MEMORY USAGE ... SAMPLES 0).
+// beyond the event copies it holds, every key of the recipient (indexes,
+// dedup markers and the escalation timer index) included, on real Redis
+// (MEMORY USAGE ... SAMPLES 0). The escalation timer itself is one Asynq
+// task per recipient, not per entry (package escalate).
 func TestMemoryPerEntry(t *testing.T) {
 	rdb, prefix := redistest.New(t)
 	ctx := context.Background()
 	b := inbox.New(rdb, inbox.Config{Prefix: prefix})
 	const party, n = "session:supervisor-1", 2000
 	for i := 1; i <= n; i++ {
-		// Attention, unattended: every entry wakes, so it is in every index.
-		if _, err := b.Deliver(ctx, to(party, prEvent(i, 0)), t0); err != nil {
+		// Attention, unattended, via the controller: every entry wakes and
+		// is armed to escalate, so it is in every index.
+		if _, err := b.Deliver(ctx, armed(to(party, prEvent(i, 0)), t0.Add(time.Duration(i)*time.Millisecond)), t0); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -76,8 +76,10 @@ type meta struct {
 	LastAt      int64    `json:"l"`
 	IDs         []string `json:"i"`
 	Via         string   `json:"v"`
-	Redelivered bool     `json:"r"`
-	Waiter      bool     `json:"wa"`
+	Redelivered bool            `json:"r"`
+	Waiter      bool            `json:"wa"`
+	Armed       bool            `json:"xa"`
+	Escalated   *escalationMeta `json:"x"`
 }
 
 var ranks = [...]event.Priority{event.Info, event.Attention, event.Critical}
@@ -121,6 +123,10 @@ func parseEntry(seq int64, ck, raw string) (Entry, error) {
 		Redelivered: m.Redelivered,
 		Waiter:      m.Waiter,
 		Wake:        m.Wake,
+		Armed:       m.Armed,
+	}
+	if x := m.Escalated; x != nil && len(x.Path) > 0 {
+		e.Escalated = &Escalation{Level: x.Level, From: x.Path[len(x.Path)-1], Path: x.Path, Rung: x.Rung, Reason: x.Reason}
 	}
 	if parts[2] != "" {
 		e.Latest = json.RawMessage(parts[2])
@@ -162,7 +168,7 @@ func (b *Inbox) Ack(ctx context.Context, workspace, party string, through int64,
 		return 0, nil
 	}
 	k := b.keysOf(workspace, party)
-	n, err := ackScript.Run(ctx, b.rdb, []string{k.last, k.entries, k.unacked, k.wakes}, args...).Int()
+	n, err := ackScript.Run(ctx, b.rdb, []string{k.last, k.entries, k.unacked, k.wakes, k.esc}, args...).Int()
 	if err != nil {
 		return 0, fmt.Errorf("ack inbox of %s: %w", party, err)
 	}
@@ -170,6 +176,54 @@ func (b *Inbox) Ack(ctx context.Context, workspace, party string, through int64,
 		return 0, ErrBeyondLast
 	}
 	return n, nil
+}
+
+// getScript reads one entry with the seq it has now.
+//
+// KEYS[1..2] = :e, :u of the recipient; ARGV[1] = the coalesce key.
+// Returns {seq, entry}, or {} when the key has no unacked entry.
+var getScript = redis.NewScript(`
+local v = redis.call('HGET', KEYS[1], ARGV[1])
+local s = redis.call('ZSCORE', KEYS[2], ARGV[1])
+if not v or not s then return {} end
+return { tonumber(s), v }
+`)
+
+// Get returns a recipient's unacked entry of a coalesce key, nil when
+// there is none (never delivered, or acked).
+func (b *Inbox) Get(ctx context.Context, workspace, party, ck string) (*Entry, error) {
+	if err := checkRecipient(workspace, party); err != nil {
+		return nil, err
+	}
+	k := b.keysOf(workspace, party)
+	res, err := getScript.Run(ctx, b.rdb, []string{k.entries, k.unacked}, ck).Slice()
+	if err != nil {
+		return nil, fmt.Errorf("entry %q of %s: %w", ck, party, err)
+	}
+	if len(res) != 2 {
+		return nil, nil
+	}
+	seq, _ := res[0].(int64)
+	raw, _ := res[1].(string)
+	e, err := parseEntry(seq, ck, raw)
+	if err != nil {
+		return nil, fmt.Errorf("entry %q of %s: %w", ck, party, err)
+	}
+	return &e, nil
+}
+
+// CoalesceKeyAt returns the coalesce key of the unacked entry whose current
+// seq is seq, "" when none is (acked, or folded into a newer seq since).
+func (b *Inbox) CoalesceKeyAt(ctx context.Context, workspace, party string, seq int64) (string, error) {
+	if err := checkRecipient(workspace, party); err != nil {
+		return "", err
+	}
+	s := strconv.FormatInt(seq, 10)
+	cks, err := b.rdb.ZRangeByScore(ctx, b.keysOf(workspace, party).unacked, &redis.ZRangeBy{Min: s, Max: s, Count: 1}).Result()
+	if err != nil || len(cks) == 0 {
+		return "", err
+	}
+	return cks[0], nil
 }
 
 // WakeAfter reports whether the recipient has an unacked entry whose latest
