@@ -191,6 +191,7 @@ local function wg_session(key, typ, now, parent, lineage, labels, paused, reason
   redis.call('HSET', key, 'state', typ)
   if typ == 'session.turn_started' then
     redis.call('HSET', key, 'busy', 'busy', 'busy_at', now)
+    redis.call('HDEL', key, 'paused_until', 'pause_reason') -- working again: the pause is over (seed 003)
   elseif typ == 'session.turn_ended' or typ == 'session.awaiting_input' or typ == 'session.permission_requested' then
     redis.call('HSET', key, 'busy', 'idle', 'busy_at', now)
   elseif typ == 'session.exited' then
@@ -201,6 +202,7 @@ local function wg_session(key, typ, now, parent, lineage, labels, paused, reason
     redis.call('HSET', key, 'exited', '0')
   elseif typ == 'session.resumed' then
     redis.call('HSET', key, 'exited', '0', 'seen_at', now)
+    redis.call('HDEL', key, 'paused_until', 'pause_reason')
   elseif typ == 'session.paused' then
     redis.call('HSET', key, 'paused_until', paused, 'pause_reason', reason)
   end

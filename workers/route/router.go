@@ -170,6 +170,9 @@ func (r *Router) Handle(ctx context.Context, shard int, e *event.Event) error {
 			return r.undeliverable(ctx, e)
 		}
 	}
+	if err := r.pausedSessions(ctx, e, now, to); err != nil { // seed 003: see paused.go
+		return err
+	}
 	snapshot, _ := json.Marshal(settings)
 	for party, rc := range to {
 		var presence holds.Presence
