@@ -66,7 +66,9 @@ func TestPause(t *testing.T) {
 		}
 		return ok
 	}
-	idle := func(session string, at time.Time) *event.Event { return ev(session, "session.turn_ended", `{"idle":true}`, at) }
+	idle := func(session string, at time.Time) *event.Event {
+		return ev(session, "session.turn_ended", `{"idle":true}`, at)
+	}
 	pause := func(session string, at, until time.Time) *event.Event {
 		return ev(session, "session.paused", fmt.Sprintf(`{"until":%q,"reason":"waiting on upstream"}`, until.Format(time.RFC3339)), at)
 	}
