@@ -18,28 +18,16 @@ import (
 	"time"
 
 	"github.com/alicebob/miniredis/v2"
-	"github.com/hibiken/asynq"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/redis/go-redis/v9"
 
-	"github.com/wakegate/wakegate/delivery/holds"
-	"github.com/wakegate/wakegate/delivery/inbox"
-	"github.com/wakegate/wakegate/delivery/ingest"
-	"github.com/wakegate/wakegate/delivery/journal"
-	dpush "github.com/wakegate/wakegate/delivery/push"
-	"github.com/wakegate/wakegate/delivery/sessions"
-	"github.com/wakegate/wakegate/delivery/subscriptions"
-	"github.com/wakegate/wakegate/delivery/supervision"
-	"github.com/wakegate/wakegate/delivery/tracker"
+	"github.com/wakegate/wakegate/cmd/wakegate/stack"
 	"github.com/wakegate/wakegate/gateway"
 	"github.com/wakegate/wakegate/providers/agent"
 	"github.com/wakegate/wakegate/providers/event"
 	"github.com/wakegate/wakegate/providers/github"
-	"github.com/wakegate/wakegate/workers/derive"
-	pushw "github.com/wakegate/wakegate/workers/push"
-	"github.com/wakegate/wakegate/workers/route"
 )
 
 // allScopes is what the operator token serve prints carries.
@@ -76,49 +64,22 @@ func runService(ctx context.Context, role string, args []string, stdout, stderr 
 			return err
 		}
 	}
-	opt, err := redis.ParseURL(cfg.RedisURL)
+	rdb, err := stack.NewClient(cfg.RedisURL, cfg.Shards)
 	if err != nil {
-		return fmt.Errorf("WAKEGATE_REDIS_URL: %w", err)
+		return err
 	}
-	// Fail fast when Redis is away, so ingress answers 503 within 3 s.
-	opt.DialTimeout, opt.ReadTimeout, opt.WriteTimeout = time.Second, 2*time.Second, 2*time.Second
-	opt.MaxRetries = 1
-	opt.ContextTimeoutEnabled = true
-	opt.PoolSize = 64 + 2*cfg.Shards
-	rdb := redis.NewClient(opt)
 	defer rdb.Close()
 
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	j := journal.New(rdb, journal.Config{Prefix: cfg.RedisPrefix, Shards: cfg.Shards, Retention: cfg.Retention, MaxLen: cfg.JournalMaxLen})
-	required, _ := github.ParseRequiredChecks(cfg.RequiredChecks)
-	tr := tracker.New(rdb, j, tracker.Config{Settle: cfg.ReadySettle, Required: func(repo, _ string) []string {
-		names, _ := required.Lookup(repo)
-		return names
-	}})
-	store := ingest.New(rdb, j)
-	reg2 := sessions.New(rdb, j, cfg.SessionTTL)
-	st := &stores{
-		subs: subscriptions.New(rdb, cfg.RedisPrefix),
-		sup: supervision.New(rdb, cfg.RedisPrefix, func(ctx context.Context, ws, party string) (bool, error) {
-			s, err := reg2.Get(ctx, ws, party, time.Now())
-			return err == nil && s.Liveness == sessions.Dead, err
-		}),
-		box: inbox.New(rdb, inbox.Config{Prefix: cfg.RedisPrefix, Retention: cfg.Retention}),
+	st, err := stack.New(rdb, stack.Config{
+		Prefix: cfg.RedisPrefix, Shards: cfg.Shards, Retention: cfg.Retention, JournalMaxLen: cfg.JournalMaxLen,
+		RequiredChecks: cfg.RequiredChecks, ReadySettle: cfg.ReadySettle, SessionTTL: cfg.SessionTTL,
+		PushRetry: cfg.PushRetry, AllowPrivateEndpoints: cfg.AllowPrivateEndpoints,
+	}, log, reg)
+	if err != nil {
+		return err
 	}
-	// Pushes (DESIGN §8) ride Asynq on the same Redis, in the queue
-	// <prefix>:push; miniredis runs it too (workers/push tests it).
-	guard := &dpush.Guard{AllowPrivate: cfg.AllowPrivateEndpoints}
-	st.endpoints = dpush.NewEndpoints(rdb, cfg.RedisPrefix, guard)
-	st.push = pushw.New(rdb, asynq.NewClientFromRedisClient(rdb), st.box, st.endpoints, log, reg,
-		pushw.Config{Prefix: cfg.RedisPrefix, Schedule: cfg.PushRetry, Guard: guard})
-	// Presence, quiet and the rate cap (DESIGN §6–§7); their digests ride
-	// the push queue.
-	st.holds = holds.New(rdb, cfg.RedisPrefix)
-	st.release = pushw.NewReleaser(st.push, st.holds, func(ctx context.Context, ws string) (time.Duration, int, error) {
-		s, err := st.sup.Settings(ctx, ws)
-		return time.Duration(s.Rate.Per), s.Rate.Burst, err
-	})
 	if cfg.AllowPrivateEndpoints {
 		log.Warn("WAKEGATE_ALLOW_PRIVATE_ENDPOINTS is on: pushes may reach loopback and private networks")
 	}
@@ -126,30 +87,17 @@ func runService(ctx context.Context, role string, args []string, stdout, stderr 
 	var run group
 	var ready func() error // a worker's own readiness: its consumers are running
 	if role == "serve" || role == "worker" {
-		d := derive.New(rdb, store, tr, log, reg, derive.Config{})
-		ready = d.Healthy
-		run.add(d.Run)
-		router := route.NewRouter(rdb, j, reg2, st.subs, st.sup, st.box, reg).WithPusher(st.push).WithHolds(st.holds, st.release)
-		run.add(route.NewConsumer(rdb, j, router.Handle, log, reg, route.ConsumerConfig{}).Run)
-		run.add(func(ctx context.Context) error {
-			return every(ctx, time.Minute, "sweep subscriptions", log, func(ctx context.Context, now time.Time) error {
-				_, err := st.subs.Sweep(ctx, now)
-				return err
-			})
-		})
-		run.add(tr.RunSettler)
-		run.add(func(ctx context.Context) error {
-			return every(ctx, time.Minute, "trim journal", log, func(ctx context.Context, now time.Time) error {
-				return errors.Join(j.Trim(ctx, now), store.Trim(ctx, now))
-			})
-		})
-		run.add(pushw.NewServer(rdb, st.push, st.release, log).Run)
+		var components []func(context.Context) error
+		components, ready = st.Workers()
+		for _, c := range components {
+			run.add(c)
+		}
 		if role == "worker" {
 			run.add(func(ctx context.Context) error { return serveAdmin(ctx, cfg.WorkerAddr, rdb, reg, ready, log) })
 		}
 	}
 	if role == "serve" || role == "gateway" {
-		gw, err := buildGateway(cfg, rdb, j, store, reg2, tr, st, ready, log, reg)
+		gw, err := buildGateway(cfg, st, ready)
 		if err != nil {
 			return err
 		}
@@ -161,8 +109,7 @@ func runService(ctx context.Context, role string, args []string, stdout, stderr 
 	return err
 }
 
-func buildGateway(cfg *config, rdb redis.UniversalClient, j *journal.Journal, store *ingest.Store, reg2 *sessions.Registry,
-	tr *tracker.Tracker, st *stores, ready func() error, log *slog.Logger, reg *prometheus.Registry) (*gateway.Server, error) {
+func buildGateway(cfg *config, st *stack.Stack, ready func() error) (*gateway.Server, error) {
 	if len(cfg.WebhookSecrets) == 0 {
 		return nil, errors.New("WAKEGATE_GITHUB_WEBHOOK_SECRETS is required: the gateway never accepts unsigned webhooks")
 	}
@@ -187,16 +134,10 @@ func buildGateway(cfg *config, rdb redis.UniversalClient, j *journal.Journal, st
 	if cfg.JWTSecret != "" {
 		tokenSecret = []byte(cfg.JWTSecret)
 	}
-	return gateway.New(gateway.Config{
+	return st.Gateway(gateway.Config{
 		Addr: cfg.Addr, WebhookSecrets: secrets, AppID: cfg.GitHubAppID, Workspaces: workspaces,
 		MaxBody: maxBody, Limits: limits, TokenSecret: tokenSecret, PresenceTTL: cfg.PresenceTTL,
-	}, gateway.Deps{
-		Log: log, Redis: rdb, Journal: j, Ingest: store, Sessions: reg2, Linker: tr, Verifier: verifier,
-		Subs: st.subs, Sup: st.sup, Inbox: st.box,
-		Registry: reg, Gatherer: reg, Ready: ready,
-		Endpoints: st.endpoints, DeadLetters: st.push,
-		Holds: st.holds, Releaser: st.release,
-	})
+	}, verifier, ready)
 }
 
 // startEmbeddedRedis runs miniredis on loopback and advances its clock
@@ -283,33 +224,6 @@ func randomHex(n int) string {
 	b := make([]byte, n)
 	_, _ = rand.Read(b)
 	return hex.EncodeToString(b)
-}
-
-// stores are the routing state both roles use.
-type stores struct {
-	subs      *subscriptions.Store
-	sup       *supervision.Store
-	box       *inbox.Inbox
-	endpoints *dpush.Endpoints
-	push      *pushw.Pusher
-	holds     *holds.Store
-	release   *pushw.Releaser
-}
-
-// every runs f every d until ctx is cancelled, logging its errors.
-func every(ctx context.Context, d time.Duration, what string, log *slog.Logger, f func(ctx context.Context, now time.Time) error) error {
-	t := time.NewTicker(d)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return nil
-		case now := <-t.C:
-			if err := f(ctx, now); err != nil && ctx.Err() == nil {
-				log.Warn(what+" failed", "err", err)
-			}
-		}
-	}
 }
 
 // serveAdmin serves a worker's /healthz, /readyz and /metrics.

@@ -24,15 +24,14 @@ import (
 
 	"github.com/golang-jwt/jwt/v5"
 	"github.com/google/uuid"
-	"github.com/hibiken/asynq"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/redis/go-redis/v9"
 
+	wgstack "github.com/wakegate/wakegate/cmd/wakegate/stack"
 	"github.com/wakegate/wakegate/delivery/holds"
 	"github.com/wakegate/wakegate/delivery/inbox"
 	"github.com/wakegate/wakegate/delivery/ingest"
 	"github.com/wakegate/wakegate/delivery/journal"
-	dpush "github.com/wakegate/wakegate/delivery/push"
 	"github.com/wakegate/wakegate/delivery/redistest"
 	"github.com/wakegate/wakegate/delivery/sessions"
 	"github.com/wakegate/wakegate/delivery/subscriptions"
@@ -42,9 +41,7 @@ import (
 	"github.com/wakegate/wakegate/providers/agent"
 	"github.com/wakegate/wakegate/providers/event"
 	"github.com/wakegate/wakegate/providers/github"
-	"github.com/wakegate/wakegate/workers/derive"
 	pushw "github.com/wakegate/wakegate/workers/push"
-	"github.com/wakegate/wakegate/workers/route"
 )
 
 const (
@@ -138,18 +135,13 @@ func webhookRequest(url string, body []byte) *http.Request {
 	return req
 }
 
-// newClient opens a Redis client with the options cmd/wakegate uses.
+// newClient opens a Redis client as every wakegate process does.
 func newClient(tb testing.TB, url string) *redis.Client {
 	tb.Helper()
-	opt, err := redis.ParseURL(url)
+	rdb, err := wgstack.NewClient(url, shards)
 	if err != nil {
-		tb.Fatalf("redis url: %v", err)
+		tb.Fatal(err)
 	}
-	opt.DialTimeout, opt.ReadTimeout, opt.WriteTimeout = time.Second, 2*time.Second, 2*time.Second
-	opt.MaxRetries = 1
-	opt.ContextTimeoutEnabled = true
-	opt.PoolSize = 64 + 2*shards
-	rdb := redis.NewClient(opt)
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
 	defer cancel()
 	if err := rdb.Ping(ctx).Err(); err != nil {
@@ -158,9 +150,11 @@ func newClient(tb testing.TB, url string) *redis.Client {
 	return rdb
 }
 
-// stack is wakegate assembled as cmd/wakegate/service.go assembles serve,
-// on a fresh key prefix that is deleted at cleanup.
+// stack is wakegate assembled by cmd/wakegate/stack (imported as wgstack), as serve assembles
+// it, on a fresh key prefix that is deleted at cleanup. Its fields name
+// the parts the benchmarks use.
 type stack struct {
+	st       *wgstack.Stack
 	rdb      *redis.Client
 	prefix   string
 	j        *journal.Journal
@@ -180,34 +174,18 @@ type stack struct {
 func newStack(tb testing.TB, redisURL string, limits gateway.Limits) *stack {
 	tb.Helper()
 	rdb := newClient(tb, redisURL)
-	s := &stack{rdb: rdb, prefix: redistest.Prefix(), reg: prometheus.NewRegistry()}
+	prefix := redistest.Prefix()
 	tb.Cleanup(func() {
-		redistest.Flush(rdb, s.prefix)
+		redistest.Flush(rdb, prefix)
 		_ = rdb.Close()
 	})
-	log := slog.New(slog.DiscardHandler)
-	s.j = journal.New(rdb, journal.Config{Prefix: s.prefix, Shards: shards})
-	s.tr = tracker.New(rdb, s.j, tracker.Config{})
-	s.store = ingest.New(rdb, s.j)
-	reg := sessions.New(rdb, s.j, 0)
-	s.sessions = reg
-	s.subs = subscriptions.New(rdb, s.prefix)
-	s.sup = supervision.New(rdb, s.prefix, func(ctx context.Context, ws, party string) (bool, error) {
-		p, err := reg.Get(ctx, ws, party, time.Now())
-		return err == nil && p.Liveness == sessions.Dead, err
-	})
-	s.box = inbox.New(rdb, inbox.Config{Prefix: s.prefix})
-	// Pushes, holds and the rate cap, as serve wires them (Asynq on the
-	// same Redis, queue <prefix>:push).
-	guard := &dpush.Guard{}
-	endpoints := dpush.NewEndpoints(rdb, s.prefix, guard)
-	s.push = pushw.New(rdb, asynq.NewClientFromRedisClient(rdb), s.box, endpoints, log, s.reg,
-		pushw.Config{Prefix: s.prefix, Guard: guard})
-	s.holds = holds.New(rdb, s.prefix)
-	s.release = pushw.NewReleaser(s.push, s.holds, func(ctx context.Context, ws string) (time.Duration, int, error) {
-		st, err := s.sup.Settings(ctx, ws)
-		return time.Duration(st.Rate.Per), st.Rate.Burst, err
-	})
+	reg := prometheus.NewRegistry()
+	st, err := wgstack.New(rdb, wgstack.Config{Prefix: prefix, Shards: shards}, slog.New(slog.DiscardHandler), reg)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	s := &stack{st: st, rdb: rdb, prefix: prefix, j: st.Journal, store: st.Ingest, tr: st.Tracker, sessions: st.Sessions,
+		subs: st.Subs, sup: st.Sup, box: st.Inbox, push: st.Push, holds: st.Holds, release: st.Release, reg: reg}
 	verifier, err := agent.NewVerifier(agent.VerifierConfig{HS256Secret: []byte(tokenSecret)})
 	if err != nil {
 		tb.Fatal(err)
@@ -216,13 +194,9 @@ func newStack(tb testing.TB, redisURL string, limits gateway.Limits) *stack {
 	if err != nil {
 		tb.Fatal(err)
 	}
-	s.gw, err = gateway.New(gateway.Config{
+	s.gw, err = st.Gateway(gateway.Config{
 		Addr: "127.0.0.1:0", WebhookSecrets: [][]byte{[]byte(webhookSecret)}, Workspaces: workspaces, Limits: limits, TokenSecret: []byte(tokenSecret),
-	}, gateway.Deps{
-		Log: log, Redis: rdb, Journal: s.j, Ingest: s.store, Sessions: reg, Linker: s.tr, Verifier: verifier,
-		Subs: s.subs, Sup: s.sup, Inbox: s.box, Registry: s.reg, Gatherer: s.reg,
-		Endpoints: endpoints, DeadLetters: s.push, Holds: s.holds, Releaser: s.release,
-	})
+	}, verifier, nil)
 	if err != nil {
 		tb.Fatal(err)
 	}
@@ -230,33 +204,13 @@ func newStack(tb testing.TB, redisURL string, limits gateway.Limits) *stack {
 }
 
 // startWorkers runs what serve runs beside the gateway
-// (cmd/wakegate/service.go): the deriver (ingest → journal), the router
-// (journal → inboxes, with pushes and holds), the settler, the
-// once-a-minute subscription sweep and journal/ingest trim, and the Asynq
-// server working the push queue (pushes and hold releases). They stop at
-// cleanup, before the keys are deleted.
+// (wgstack.Stack.Workers). They stop at cleanup, before the keys are
+// deleted.
 func (s *stack) startWorkers(tb testing.TB) {
-	log := slog.New(slog.DiscardHandler)
-	d := derive.New(s.rdb, s.store, s.tr, log, s.reg, derive.Config{})
-	router := route.NewRouter(s.rdb, s.j, s.sessions, s.subs, s.sup, s.box, s.reg).WithPusher(s.push).WithHolds(s.holds, s.release)
-	consumer := route.NewConsumer(s.rdb, s.j, router.Handle, log, s.reg, route.ConsumerConfig{})
+	components, _ := s.st.Workers()
 	ctx, cancel := context.WithCancel(context.Background())
 	var wg sync.WaitGroup
-	runs := []func(context.Context) error{d.Run, consumer.Run, s.tr.RunSettler,
-		func(ctx context.Context) error {
-			return everyMinute(ctx, func(ctx context.Context, now time.Time) error {
-				_, err := s.subs.Sweep(ctx, now)
-				return err
-			})
-		},
-		func(ctx context.Context) error {
-			return everyMinute(ctx, func(ctx context.Context, now time.Time) error {
-				return errors.Join(s.j.Trim(ctx, now), s.store.Trim(ctx, now))
-			})
-		},
-		s.runAsynq(log),
-	}
-	for _, run := range runs {
+	for _, run := range components {
 		wg.Add(1)
 		go func() { defer wg.Done(); _ = run(ctx) }()
 	}
@@ -286,25 +240,6 @@ func (s *stack) serve(tb testing.TB) string {
 		time.Sleep(5 * time.Millisecond)
 	}
 	return "http://" + s.gw.Addr()
-}
-
-// runAsynq is serve's Asynq server: pushes and hold releases.
-func (s *stack) runAsynq(log *slog.Logger) func(context.Context) error {
-	return pushw.NewServer(s.rdb, s.push, s.release, log).Run
-}
-
-// everyMinute runs f once a minute until ctx ends, as serve's sweeps run.
-func everyMinute(ctx context.Context, f func(context.Context, time.Time) error) error {
-	t := time.NewTicker(time.Minute)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return nil
-		case now := <-t.C:
-			_ = f(ctx, now)
-		}
-	}
 }
 
 // routeLag is the age of the oldest journal entry the router has not

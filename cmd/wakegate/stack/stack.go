@@ -1,0 +1,179 @@
+// Package stack assembles wakegate's pipeline from its parts: the stores
+// on one Redis, the worker components (derive, route, the settler, sweeps,
+// the Asynq server of pushes and hold releases) and the gateway. `wakegate
+// serve|gateway|worker` and the performance harness (integration/perf)
+// both build wakegate here, so what is measured is what runs.
+package stack
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/hibiken/asynq"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/redis/go-redis/v9"
+
+	"github.com/wakegate/wakegate/delivery/holds"
+	"github.com/wakegate/wakegate/delivery/inbox"
+	"github.com/wakegate/wakegate/delivery/ingest"
+	"github.com/wakegate/wakegate/delivery/journal"
+	dpush "github.com/wakegate/wakegate/delivery/push"
+	"github.com/wakegate/wakegate/delivery/sessions"
+	"github.com/wakegate/wakegate/delivery/subscriptions"
+	"github.com/wakegate/wakegate/delivery/supervision"
+	"github.com/wakegate/wakegate/delivery/tracker"
+	"github.com/wakegate/wakegate/gateway"
+	"github.com/wakegate/wakegate/providers/agent"
+	"github.com/wakegate/wakegate/providers/github"
+	"github.com/wakegate/wakegate/workers/derive"
+	pushw "github.com/wakegate/wakegate/workers/push"
+	"github.com/wakegate/wakegate/workers/route"
+)
+
+// Config is what the assembly needs; zero values take each part's
+// default.
+type Config struct {
+	Prefix         string        // WAKEGATE_REDIS_PREFIX
+	Shards         int           // WAKEGATE_SHARDS
+	Retention      time.Duration // WAKEGATE_RETENTION
+	JournalMaxLen  int64         // WAKEGATE_JOURNAL_MAXLEN
+	RequiredChecks string        // WAKEGATE_REQUIRED_CHECKS
+	ReadySettle    time.Duration // WAKEGATE_READY_SETTLE
+	SessionTTL     time.Duration // WAKEGATE_SESSION_TTL
+	PushRetry      []time.Duration
+	// AllowPrivateEndpoints lets pushes reach loopback and private
+	// networks (WAKEGATE_ALLOW_PRIVATE_ENDPOINTS).
+	AllowPrivateEndpoints bool
+}
+
+// NewClient opens the Redis client every wakegate process uses: short
+// timeouts and one retry, so that ingress answers 503 within 3 s when
+// Redis is away, and a pool sized for the shards' consumers.
+func NewClient(url string, shards int) (*redis.Client, error) {
+	opt, err := redis.ParseURL(url)
+	if err != nil {
+		return nil, fmt.Errorf("WAKEGATE_REDIS_URL: %w", err)
+	}
+	if shards <= 0 {
+		shards = 16 // journal.Config's default
+	}
+	opt.DialTimeout, opt.ReadTimeout, opt.WriteTimeout = time.Second, 2*time.Second, 2*time.Second
+	opt.MaxRetries = 1
+	opt.ContextTimeoutEnabled = true
+	opt.PoolSize = 64 + 2*shards
+	return redis.NewClient(opt), nil
+}
+
+// Stack is wakegate's state on one Redis and the parts that work on it.
+type Stack struct {
+	Redis     redis.UniversalClient
+	Log       *slog.Logger
+	Metrics   *prometheus.Registry
+	Journal   *journal.Journal
+	Ingest    *ingest.Store
+	Tracker   *tracker.Tracker
+	Sessions  *sessions.Registry
+	Subs      *subscriptions.Store
+	Sup       *supervision.Store
+	Inbox     *inbox.Inbox
+	Endpoints *dpush.Endpoints
+	Push      *pushw.Pusher
+	Holds     *holds.Store
+	Release   *pushw.Releaser
+}
+
+// New assembles the stores on rdb. Metrics are registered on reg.
+func New(rdb redis.UniversalClient, cfg Config, log *slog.Logger, reg *prometheus.Registry) (*Stack, error) {
+	required, err := github.ParseRequiredChecks(cfg.RequiredChecks)
+	if err != nil {
+		return nil, err
+	}
+	s := &Stack{Redis: rdb, Log: log, Metrics: reg}
+	s.Journal = journal.New(rdb, journal.Config{Prefix: cfg.Prefix, Shards: cfg.Shards, Retention: cfg.Retention, MaxLen: cfg.JournalMaxLen})
+	s.Tracker = tracker.New(rdb, s.Journal, tracker.Config{Settle: cfg.ReadySettle, Required: func(repo, _ string) []string {
+		names, _ := required.Lookup(repo)
+		return names
+	}})
+	s.Ingest = ingest.New(rdb, s.Journal)
+	s.Sessions = sessions.New(rdb, s.Journal, cfg.SessionTTL)
+	s.Subs = subscriptions.New(rdb, cfg.Prefix)
+	s.Sup = supervision.New(rdb, cfg.Prefix, func(ctx context.Context, ws, party string) (bool, error) {
+		p, err := s.Sessions.Get(ctx, ws, party, time.Now())
+		return err == nil && p.Liveness == sessions.Dead, err
+	})
+	s.Inbox = inbox.New(rdb, inbox.Config{Prefix: cfg.Prefix, Retention: cfg.Retention})
+	// Pushes (DESIGN §8) ride Asynq on the same Redis, in the queue
+	// <prefix>:push.
+	guard := &dpush.Guard{AllowPrivate: cfg.AllowPrivateEndpoints}
+	s.Endpoints = dpush.NewEndpoints(rdb, cfg.Prefix, guard)
+	s.Push = pushw.New(rdb, asynq.NewClientFromRedisClient(rdb), s.Inbox, s.Endpoints, log, reg,
+		pushw.Config{Prefix: cfg.Prefix, Schedule: cfg.PushRetry, Guard: guard})
+	// Presence, quiet and the rate cap (DESIGN §6–§7); their digests ride
+	// the push queue.
+	s.Holds = holds.New(rdb, cfg.Prefix)
+	s.Release = pushw.NewReleaser(s.Push, s.Holds, func(ctx context.Context, ws string) (time.Duration, int, error) {
+		st, err := s.Sup.Settings(ctx, ws)
+		return time.Duration(st.Rate.Per), st.Rate.Burst, err
+	})
+	return s, nil
+}
+
+// Workers returns what a worker runs: the deriver (ingest → journal), the
+// router's consumer (journal → inboxes, pushes, holds), the settler, the
+// once-a-minute subscription sweep and trims, and the Asynq server of the
+// push queue. ready reports whether the deriver is running.
+func (s *Stack) Workers() (components []func(context.Context) error, ready func() error) {
+	d := derive.New(s.Redis, s.Ingest, s.Tracker, s.Log, s.Metrics, derive.Config{})
+	router := route.NewRouter(s.Redis, s.Journal, s.Sessions, s.Subs, s.Sup, s.Inbox, s.Metrics).
+		WithPusher(s.Push).WithHolds(s.Holds, s.Release)
+	components = []func(context.Context) error{
+		d.Run,
+		route.NewConsumer(s.Redis, s.Journal, router.Handle, s.Log, s.Metrics, route.ConsumerConfig{}).Run,
+		s.Tracker.RunSettler,
+		func(ctx context.Context) error {
+			return Every(ctx, time.Minute, "sweep subscriptions", s.Log, func(ctx context.Context, now time.Time) error {
+				_, err := s.Subs.Sweep(ctx, now)
+				return err
+			})
+		},
+		func(ctx context.Context) error {
+			return Every(ctx, time.Minute, "trim journal", s.Log, func(ctx context.Context, now time.Time) error {
+				return errors.Join(s.Journal.Trim(ctx, now), s.Ingest.Trim(ctx, now))
+			})
+		},
+		pushw.NewServer(s.Redis, s.Push, s.Release, s.Log).Run,
+	}
+	return components, d.Healthy
+}
+
+// Gateway returns the gateway on the stack: cfg is its own configuration,
+// verifier checks agent tokens, ready is a co-located worker's readiness
+// (nil for a gateway alone).
+func (s *Stack) Gateway(cfg gateway.Config, verifier *agent.Verifier, ready func() error) (*gateway.Server, error) {
+	return gateway.New(cfg, gateway.Deps{
+		Log: s.Log, Redis: s.Redis, Journal: s.Journal, Ingest: s.Ingest, Sessions: s.Sessions, Linker: s.Tracker,
+		Verifier: verifier, Subs: s.Subs, Sup: s.Sup, Inbox: s.Inbox,
+		Registry: s.Metrics, Gatherer: s.Metrics, Ready: ready,
+		Endpoints: s.Endpoints, DeadLetters: s.Push,
+		Holds: s.Holds, Releaser: s.Release,
+	})
+}
+
+// Every runs f every d until ctx is cancelled, logging its errors.
+func Every(ctx context.Context, d time.Duration, what string, log *slog.Logger, f func(ctx context.Context, now time.Time) error) error {
+	t := time.NewTicker(d)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case now := <-t.C:
+			if err := f(ctx, now); err != nil && ctx.Err() == nil {
+				log.Warn(what+" failed", "err", err)
+			}
+		}
+	}
+}
