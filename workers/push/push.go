@@ -110,6 +110,9 @@ type Pusher struct {
 	log       *slog.Logger
 	m         *metrics
 	now       func() time.Time
+	// onDeadLetter is told of every dead letter (the Escalator hooks
+	// itself in): its entries escalate at once (DESIGN §8).
+	onDeadLetter func(ctx context.Context, workspace, party, ck string, seqs []int64) error
 }
 
 // New returns a pusher: client enqueues on rdb's Asynq, box is acked for
@@ -215,6 +218,9 @@ type payload struct {
 	Redelivery int    `json:"redelivery,omitempty"` // the operator's nth redelivery
 	// Seqs are a digest's entries: a human: party's 2xx acks them.
 	Seqs []int64 `json:"seqs,omitempty"`
+	// CK is a wake's entry (its coalesce key), which escalates at once if
+	// the push dead-letters (the entry may have folded past Seq by then).
+	CK string `json:"ck,omitempty"`
 }
 
 // Enqueue enqueues the push of one inbox update that decided a wake, when
@@ -246,8 +252,12 @@ func (p *Pusher) Enqueue(ctx context.Context, workspace, party string, res inbox
 	if err != nil {
 		return err
 	}
+	ck := entry.CoalesceKey
+	if ck == "" {
+		ck = inbox.CoalesceKey(e)
+	}
 	return p.enqueue(ctx, id, payload{Workspace: workspace, Party: party, Seq: res.Seq, WebhookID: id, Kind: res.Kind,
-		Format: ep.Format, Body: string(body), DecidedAt: p.now().UnixMilli()})
+		Format: ep.Format, Body: string(body), DecidedAt: p.now().UnixMilli(), CK: ck})
 }
 
 // entryAt is the entry as the update left it; when it has moved on since
@@ -545,6 +555,20 @@ func (p *Pusher) deadLetter(ctx context.Context, pl payload, ep *dpush.Endpoint,
 	p.m.dead.Inc()
 	p.log.Warn("push dead-lettered", "webhook_id", pl.WebhookID, "workspace", pl.Workspace, "party", pl.Party,
 		"attempts", attempts, "status", status)
+	if p.onDeadLetter != nil {
+		seqs := pl.Seqs
+		if pl.Seq > 0 {
+			seqs = append([]int64{pl.Seq}, seqs...)
+		}
+		// A storage error retries the task without consuming an attempt;
+		// a last attempt that fails again dead-letters it again, so its
+		// escalation is not lost (and is idempotent). After a 410 the
+		// retry finds the endpoint disabled and drops the push: that one
+		// escalation depends on this call.
+		if err := p.onDeadLetter(ctx, pl.Workspace, pl.Party, pl.CK, seqs); err != nil {
+			return &infraError{err}
+		}
+	}
 	return nil
 }
 

@@ -11,8 +11,9 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
-// Server runs Asynq's workers for wakegate: pushes and hold releases, on
-// the queue of this deployment's prefix. Delayed tasks are checked every
+// Server runs Asynq's workers for wakegate: pushes, hold releases and
+// (Handle) escalation timers, on the queue of this deployment's prefix.
+// Delayed tasks are checked every second and an idle queue every half
 // second (DESIGN §8: timers within ±2 s).
 type Server struct {
 	srv *asynq.Server
@@ -28,6 +29,7 @@ func NewServer(rdb redis.UniversalClient, p *Pusher, rel *Releaser, log *slog.Lo
 		Concurrency:              64, // pushes wait on the network, not the CPU
 		Queues:                   map[string]int{p.Queue(): 1},
 		DelayedTaskCheckInterval: time.Second,
+		TaskCheckInterval:        500 * time.Millisecond, // an idle worker polls every 0.25–0.75 s: a due timer waits at most that
 		RetryDelayFunc:           p.RetryDelay,
 		IsFailure:                IsFailure,
 		ShutdownTimeout:          15 * time.Second, // an attempt's 10 s timeout and some
@@ -35,6 +37,10 @@ func NewServer(rdb redis.UniversalClient, p *Pusher, rel *Releaser, log *slog.Lo
 	})
 	return &Server{srv: srv, mux: mux}
 }
+
+// Handle registers the handler of one more task type (TypeEscalate) on
+// the server's queue. Call it before Run.
+func (s *Server) Handle(taskType string, h asynq.Handler) { s.mux.Handle(taskType, h) }
 
 // Run works tasks until ctx is cancelled, then stops taking tasks and
 // lets those in flight finish (Asynq requeues what is left after its

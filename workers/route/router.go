@@ -12,6 +12,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promauto"
 	"github.com/redis/go-redis/v9"
 
+	"github.com/wakegate/wakegate/delivery/escalate"
 	"github.com/wakegate/wakegate/delivery/holds"
 	"github.com/wakegate/wakegate/delivery/inbox"
 	"github.com/wakegate/wakegate/delivery/journal"
@@ -39,6 +40,22 @@ type Router struct {
 	push      pusher // nil: no outbound pushes
 	holds     holder // nil: no presence, no holds
 	release   releaser
+	escalate  escalator // nil: no escalation
+}
+
+// escalator keeps the escalation timers (package workers/push, DESIGN §8):
+// Schedule makes sure a recipient's timer runs by its earliest armed due;
+// idempotent.
+type escalator interface {
+	Schedule(ctx context.Context, workspace, party string) error
+}
+
+// WithEscalation makes the router arm the escalation of every delivery
+// that may escalate (escalate.Eligible) at escalate_after, in the inbox
+// write itself, and schedule the recipient's timer. It returns r.
+func (r *Router) WithEscalation(e escalator) *Router {
+	r.escalate = e
+	return r
 }
 
 // holder is presence and the holds decision (package delivery/holds): the
@@ -117,6 +134,9 @@ type recipient struct {
 	via    string
 	mode   string
 	waiter bool
+	// controller: a subscriber that is also the effective controller
+	// (its entry is not "only through its own subscription": it escalates).
+	controller bool
 }
 
 // Handle routes one event; it is the consumer's Handler.
@@ -181,8 +201,12 @@ func (r *Router) Handle(ctx context.Context, shard int, e *event.Event) error {
 				return err
 			}
 		}
+		var escalateAt time.Time // DESIGN §8: see escalate.Eligible
+		if r.escalate != nil && escalate.Eligible(rc.via, rc.mode, rc.controller, e.Priority) {
+			escalateAt = now.Add(time.Duration(settings.EscalateAfter))
+		}
 		res, err := r.box.Deliver(ctx, inbox.Delivery{Workspace: e.Workspace, Party: party, Event: e, Via: rc.via,
-			Mode: rc.mode, Waiter: rc.waiter, Attended: presence.Attended(now), Settings: snapshot}, now)
+			Mode: rc.mode, Waiter: rc.waiter, Attended: presence.Attended(now), Settings: snapshot, EscalateAt: escalateAt}, now)
 		if errors.Is(err, inbox.ErrInvalid) {
 			return fmt.Errorf("deliver %s to %s: %v: %w", e.ID, party, err, ErrPermanent)
 		}
@@ -198,6 +222,11 @@ func (r *Router) Handle(ctx context.Context, shard int, e *event.Event) error {
 		}
 		if res.Wake && r.push != nil {
 			if err := r.pushWake(ctx, party, rc, res, e, settings, presence, now); err != nil {
+				return err
+			}
+		}
+		if res.Armed || (res.Duplicate && !escalateAt.IsZero()) { // a duplicate: the run that armed it may have crashed here
+			if err := r.escalate.Schedule(ctx, e.Workspace, party); err != nil {
 				return err
 			}
 		}
@@ -279,6 +308,9 @@ func (r *Router) supervisors(ctx context.Context, e *event.Event, settings super
 	if controller := res.Party; controller != "" {
 		if rc, ok := to[controller]; !ok || rc.via == inbox.ViaObserver {
 			to[controller] = recipient{via: inbox.ViaController}
+		} else if rc.via == inbox.ViaSubscription {
+			rc.controller = true
+			to[controller] = rc
 		}
 	}
 	return nil
