@@ -2,6 +2,7 @@ package gateway
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -87,46 +88,73 @@ func (s *Server) getInbox(c *gin.Context) {
 		return
 	}
 	ctx := c.Request.Context()
+	var (
+		entries []inbox.Entry
+		next    int64
+		err     error
+	)
 	if q.wait > 0 {
-		deadline := time.Now().Add(q.wait)
-		for {
-			woken, stop := s.inboxes.wait(waiterKey(q.workspace, q.party))
-			ready, err := s.deps.Inbox.WakeAfter(ctx, q.workspace, q.party, q.after, q.hasAfter)
-			if err != nil {
-				stop()
-				s.storeProblem(c, "inbox", err)
-				return
-			}
-			remaining := time.Until(deadline)
-			if ready || remaining <= 0 || s.isStopping() {
-				stop()
-				break
-			}
-			timer := time.NewTimer(remaining)
-			select {
-			case <-woken:
-			case <-timer.C:
-			case <-s.stopping:
-			case <-ctx.Done():
-			}
-			timer.Stop()
-			stop()
-			if ctx.Err() != nil {
-				return
-			}
-		}
-		// An open long-poll is a sign of life too.
-		_ = s.deps.Sessions.Seen(ctx, claimsOf(c).Workspace, string(claimsOf(c).Party()), s.cfg.Now())
+		entries, next, err = s.longPoll(c, q)
+	} else {
+		entries, next, err = s.deps.Inbox.List(ctx, q.workspace, q.party, q.after, q.hasAfter, q.limit)
 	}
-	entries, next, err := s.deps.Inbox.List(ctx, q.workspace, q.party, q.after, q.hasAfter, q.limit)
 	if err != nil {
 		s.storeProblem(c, "inbox", err)
+		return
+	}
+	if ctx.Err() != nil {
 		return
 	}
 	if entries == nil {
 		entries = []inbox.Entry{}
 	}
 	c.JSON(http.StatusOK, gin.H{"entries": entries, "next": next})
+}
+
+// longPoll waits up to q.wait for an entry after the cursor that decided a
+// wake and returns the page then (one round trip per look), else the page
+// at the deadline.
+func (s *Server) longPoll(c *gin.Context, q inboxQuery) ([]inbox.Entry, int64, error) {
+	ctx := c.Request.Context()
+	start := time.Now()
+	deadline := start.Add(q.wait)
+	defer func() {
+		// An open long-poll is a sign of life too: one that waited is
+		// seen again, off the answer's path.
+		if time.Since(start) > time.Second {
+			claims := claimsOf(c)
+			go func() {
+				sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Second)
+				defer cancel()
+				_ = s.deps.Sessions.Seen(sctx, claims.Workspace, string(claims.Party()), s.cfg.Now())
+			}()
+		}
+	}()
+	for {
+		woken, stop := s.inboxes.wait(waiterKey(q.workspace, q.party))
+		entries, next, woke, err := s.deps.Inbox.ListWoken(ctx, q.workspace, q.party, q.after, q.hasAfter, q.limit)
+		if err != nil || woke {
+			stop()
+			return entries, next, err
+		}
+		remaining := time.Until(deadline)
+		if remaining <= 0 || s.isStopping() {
+			stop()
+			return s.deps.Inbox.List(ctx, q.workspace, q.party, q.after, q.hasAfter, q.limit)
+		}
+		timer := time.NewTimer(remaining)
+		select {
+		case <-woken:
+		case <-timer.C:
+		case <-s.stopping:
+		case <-ctx.Done():
+		}
+		timer.Stop()
+		stop()
+		if ctx.Err() != nil {
+			return nil, 0, nil
+		}
+	}
 }
 
 // streamInbox is GET /v1/inbox/stream: the same entries as Server-Sent

@@ -26,11 +26,23 @@ const (
 // returned or, when none is, after (with after) or the last seq assigned
 // (without), so a reader long-polls from it.
 func (b *Inbox) List(ctx context.Context, workspace, party string, after int64, hasAfter bool, limit int) (entries []Entry, next int64, err error) {
+	entries, next, _, err = b.list(ctx, workspace, party, after, hasAfter, limit, false)
+	return entries, next, err
+}
+
+// ListWoken is the long-poll's read: what List returns, but only once an
+// unacked entry after the cursor decided a wake (woke; see WakeAfter) —
+// else no entries — in one round trip.
+func (b *Inbox) ListWoken(ctx context.Context, workspace, party string, after int64, hasAfter bool, limit int) (entries []Entry, next int64, woke bool, err error) {
+	return b.list(ctx, workspace, party, after, hasAfter, limit, true)
+}
+
+func (b *Inbox) list(ctx context.Context, workspace, party string, after int64, hasAfter bool, limit int, onlyWoken bool) (entries []Entry, next int64, woke bool, err error) {
 	if err := checkRecipient(workspace, party); err != nil {
-		return nil, 0, err
+		return nil, 0, false, err
 	}
 	if after < 0 {
-		return nil, 0, invalid("after %d", after)
+		return nil, 0, false, invalid("after %d", after)
 	}
 	if !hasAfter {
 		after = 0
@@ -40,27 +52,32 @@ func (b *Inbox) List(ctx context.Context, workspace, party string, after int64, 
 	}
 	limit = min(limit, MaxLimit)
 	k := b.keysOf(workspace, party)
-	res, err := listScript.Run(ctx, b.rdb, []string{k.last, k.entries, k.unacked}, after, limit).Slice()
+	only := "0"
+	if onlyWoken {
+		only = "1"
+	}
+	res, err := listScript.Run(ctx, b.rdb, []string{k.last, k.entries, k.unacked, k.wakes}, after, limit, only).Slice()
 	if err != nil {
-		return nil, 0, fmt.Errorf("list inbox of %s: %w", party, err)
+		return nil, 0, false, fmt.Errorf("list inbox of %s: %w", party, err)
 	}
 	last, _ := res[0].(int64)
+	w, _ := res[1].(int64)
 	next = last
 	if hasAfter {
 		next = after
 	}
-	for i := 1; i+2 < len(res); i += 3 {
+	for i := 2; i+2 < len(res); i += 3 {
 		seq, _ := res[i].(int64)
 		ck, _ := res[i+1].(string)
 		raw, _ := res[i+2].(string)
 		e, err := parseEntry(seq, ck, raw)
 		if err != nil {
-			return nil, 0, fmt.Errorf("list inbox of %s: %w", party, err)
+			return nil, 0, false, fmt.Errorf("list inbox of %s: %w", party, err)
 		}
 		entries = append(entries, e)
 		next = seq
 	}
-	return entries, next, nil
+	return entries, next, w == 1, nil
 }
 
 // meta is an entry's meta JSON (inbox.lua documents the short names).
@@ -232,23 +249,8 @@ func (b *Inbox) CoalesceKeyAt(ctx context.Context, workspace, party string, seq 
 // an entry to a new seq that did not decide a wake, but the wake it carries
 // still counts for a reader whose cursor is below it.
 func (b *Inbox) WakeAfter(ctx context.Context, workspace, party string, after int64, hasAfter bool) (bool, error) {
-	if err := checkRecipient(workspace, party); err != nil {
-		return false, err
-	}
-	if after < 0 {
-		return false, invalid("after %d", after)
-	}
-	if !hasAfter {
-		after = 0
-	}
-	k := b.keysOf(workspace, party)
-	got, err := b.rdb.ZRangeByScore(ctx, k.wakes, &redis.ZRangeBy{
-		Min: "(" + strconv.FormatInt(after, 10), Max: "+inf", Count: 1,
-	}).Result()
-	if err != nil {
-		return false, fmt.Errorf("wakes of %s: %w", party, err)
-	}
-	return len(got) > 0, nil
+	_, _, woke, err := b.list(ctx, workspace, party, after, hasAfter, 1, true)
+	return woke, err
 }
 
 // Last returns the last seq assigned in a recipient's inbox, 0 before the
