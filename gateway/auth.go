@@ -27,13 +27,15 @@ func (s *Server) authenticate(c *gin.Context) {
 		return
 	}
 	c.Set(claimsKey, claims)
-	c.Next()
-	// Pushes record their pusher's sighting in the commit script itself.
+	// Seen before the handler, not after: after would hold a long-poll's
+	// answer back by a round trip. Pushes record their pusher's sighting
+	// in the commit script itself.
 	if c.FullPath() != "/v1/events" || c.Request.Method != http.MethodPost {
 		if err := s.deps.Sessions.Seen(c.Request.Context(), claims.Workspace, string(claims.Party()), s.cfg.Now()); err != nil {
 			s.log.Debug("record sighting", "err", err)
 		}
 	}
+	c.Next()
 }
 
 func claimsOf(c *gin.Context) *agent.Claims {
