@@ -83,6 +83,7 @@ type Stack struct {
 	Push      *pushw.Pusher
 	Holds     *holds.Store
 	Release   *pushw.Releaser
+	Escalate  *pushw.Escalator
 }
 
 // New assembles the stores on rdb. Metrics are registered on reg.
@@ -118,17 +119,22 @@ func New(rdb redis.UniversalClient, cfg Config, log *slog.Logger, reg *prometheu
 		st, err := s.Sup.Settings(ctx, ws)
 		return time.Duration(st.Rate.Per), st.Rate.Burst, err
 	})
+	// Escalation (DESIGN §8): one timer per recipient on the push queue;
+	// it hooks itself into the pusher's dead letters.
+	s.Escalate = pushw.NewEscalator(s.Push, s.Release, s.Sessions, s.Sup, s.Journal, log, reg)
 	return s, nil
 }
 
 // Workers returns what a worker runs: the deriver (ingest → journal), the
 // router's consumer (journal → inboxes, pushes, holds), the settler, the
 // once-a-minute subscription sweep and trims, and the Asynq server of the
-// push queue. ready reports whether the deriver is running.
+// push queue (pushes, hold releases, escalation timers). ready reports whether the deriver is running.
 func (s *Stack) Workers() (components []func(context.Context) error, ready func() error) {
 	d := derive.New(s.Redis, s.Ingest, s.Tracker, s.Log, s.Metrics, derive.Config{})
 	router := route.NewRouter(s.Redis, s.Journal, s.Sessions, s.Subs, s.Sup, s.Inbox, s.Metrics).
-		WithPusher(s.Push).WithHolds(s.Holds, s.Release)
+		WithPusher(s.Push).WithHolds(s.Holds, s.Release).WithEscalation(s.Escalate)
+	asynqServer := pushw.NewServer(s.Redis, s.Push, s.Release, s.Log)
+	asynqServer.Handle(pushw.TypeEscalate, s.Escalate)
 	components = []func(context.Context) error{
 		d.Run,
 		route.NewConsumer(s.Redis, s.Journal, router.Handle, s.Log, s.Metrics, route.ConsumerConfig{}).Run,
@@ -144,7 +150,7 @@ func (s *Stack) Workers() (components []func(context.Context) error, ready func(
 				return errors.Join(s.Journal.Trim(ctx, now), s.Ingest.Trim(ctx, now))
 			})
 		},
-		pushw.NewServer(s.Redis, s.Push, s.Release, s.Log).Run,
+		asynqServer.Run,
 	}
 	return components, d.Healthy
 }
