@@ -55,7 +55,7 @@ func abort(c *gin.Context, p *problem) {
 	if p.retryAfter > 0 {
 		c.Header("Retry-After", strconv.Itoa(int((p.retryAfter+time.Second-1)/time.Second)))
 	}
-	if p.Status == http.StatusUnauthorized {
+	if p.Status == http.StatusUnauthorized && c.Writer.Header().Get("WWW-Authenticate") == "" {
 		c.Header("WWW-Authenticate", `Bearer realm="wakegate"`)
 	}
 	c.Set(problemKey, p.Type)

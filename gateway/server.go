@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/gin-gonic/gin"
+	"github.com/hibiken/asynqmon"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/redis/go-redis/v9"
@@ -42,7 +43,10 @@ type Config struct {
 	TokenSecret    []byte        // HS256 secret to mint child tokens; nil disables the route
 	CommitTimeout  time.Duration // bound on a commit before 503; default 2.5s (GitHub gets an answer within 3s)
 	PresenceTTL    time.Duration // how long PUT /v1/presence attends without "for"; default 30m (WAKEGATE_PRESENCE_TTL)
-	Now            func() time.Time
+	// OperatorPassword opens /monitor/ with HTTP Basic (any user name),
+	// for a browser (WAKEGATE_OPERATOR_PASSWORD_FILE); empty: tokens only.
+	OperatorPassword []byte
+	Now              func() time.Time
 }
 
 // linker claims a PR for the session that opened it (package tracker).
@@ -92,7 +96,8 @@ type Server struct {
 	ready    atomic.Bool
 	stopping chan struct{} // closed when Run begins to stop: long-polls answer at once
 	handler  http.Handler
-	addr     atomic.Value // string
+	monitor  *asynqmon.HTTPHandler // /monitor/; nil when the Redis client is of another kind
+	addr     atomic.Value          // string
 }
 
 // New builds a gateway.
@@ -139,6 +144,7 @@ func New(cfg Config, deps Deps) (*Server, error) {
 	if deps.Inbox != nil {
 		s.inboxes = inboxFanout(deps.Redis, deps.Inbox, deps.Log)
 	}
+	s.monitor = newMonitor(deps.Redis)
 	s.ready.Store(true)
 	s.stopping = make(chan struct{})
 	s.handler = s.routes()
@@ -186,6 +192,9 @@ func (s *Server) Run(ctx context.Context) error {
 	stopNotifier()
 	err = srv.Shutdown(sctx)
 	<-notifierDone
+	if s.monitor != nil {
+		_ = s.monitor.Close()
+	}
 	if errors.Is(err, http.ErrServerClosed) {
 		err = nil
 	}
@@ -238,6 +247,7 @@ func (s *Server) routes() http.Handler {
 	// Operators, every workspace (DESIGN §10).
 	admin := r.Group("/admin", s.authenticate, s.requireScope("operator"))
 	s.endpointRoutes(v1, admin)
+	s.monitorRoutes(r)
 	return r
 }
 

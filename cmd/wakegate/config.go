@@ -40,6 +40,7 @@ type config struct {
 	LogLevel       string
 
 	AllowPrivateEndpoints bool
+	OperatorPassword      string
 	PushRetry             []time.Duration
 }
 
@@ -81,6 +82,7 @@ func settings() []setting {
 		}},
 		{"WAKEGATE_JWT_HS256_SECRET", "", "HS256 secret agent tokens are signed with (and child tokens minted with)", true, str(func(c *config) *string { return &c.JWTSecret })},
 		{"WAKEGATE_JWT_PUBLIC_KEYS", "", "JWKS JSON or PEM public keys for RS256/ES256/EdDSA tokens", true, str(func(c *config) *string { return &c.JWTPublicKeys })},
+		{"WAKEGATE_OPERATOR_PASSWORD", "", "HTTP Basic password (any user name) that opens /monitor/ in a browser; usually WAKEGATE_OPERATOR_PASSWORD_FILE", true, str(func(c *config) *string { return &c.OperatorPassword })},
 		{"WAKEGATE_JWT_ISSUER", "", "required iss of tokens, when set", false, str(func(c *config) *string { return &c.JWTIssuer })},
 		{"WAKEGATE_WORKSPACES", "*=default", "repository → workspace: org/repo=ws,org/*=ws2,*=default", false, str(func(c *config) *string { return &c.Workspaces })},
 		{"WAKEGATE_REQUIRED_CHECKS", "", "required checks without an App: org/repo=build,lint;org/*=test", false, str(func(c *config) *string { return &c.RequiredChecks })},

@@ -39,7 +39,7 @@ func runService(ctx context.Context, role string, args []string, stdout, stderr 
 	fs.Usage = func() {
 		fmt.Fprintf(stderr, "Usage: wakegate %s [flags]\n\nSettings (flag, environment variable, default):\n", role)
 		fs.PrintDefaults()
-		fmt.Fprintln(stderr, "\nSecrets are environment variables only (or <NAME>_FILE): WAKEGATE_REDIS_URL,\nWAKEGATE_GITHUB_WEBHOOK_SECRETS, WAKEGATE_JWT_HS256_SECRET, WAKEGATE_JWT_PUBLIC_KEYS.")
+		fmt.Fprintln(stderr, "\nSecrets are environment variables only (or <NAME>_FILE): WAKEGATE_REDIS_URL,\nWAKEGATE_GITHUB_WEBHOOK_SECRETS, WAKEGATE_JWT_HS256_SECRET, WAKEGATE_JWT_PUBLIC_KEYS,\nWAKEGATE_OPERATOR_PASSWORD.")
 	}
 	cfg, err := parseConfig(fs, args, os.Getenv)
 	if err != nil {
@@ -137,6 +137,7 @@ func buildGateway(cfg *config, st *stack.Stack, ready func() error) (*gateway.Se
 	return st.Gateway(gateway.Config{
 		Addr: cfg.Addr, WebhookSecrets: secrets, AppID: cfg.GitHubAppID, Workspaces: workspaces,
 		MaxBody: maxBody, Limits: limits, TokenSecret: tokenSecret, PresenceTTL: cfg.PresenceTTL,
+		OperatorPassword: []byte(cfg.OperatorPassword),
 	}, verifier, ready)
 }
 

@@ -1,0 +1,119 @@
+package gateway
+
+import (
+	"crypto/sha256"
+	"crypto/subtle"
+	"encoding/json"
+	"net/http"
+	"regexp"
+	"strings"
+
+	"github.com/gin-gonic/gin"
+	"github.com/hibiken/asynqmon"
+	"github.com/redis/go-redis/v9"
+)
+
+// monitorPath is where asynqmon is mounted (DESIGN §10: operator only).
+const monitorPath = "/monitor"
+
+// newMonitor returns asynqmon, read-only, on its own client built from
+// rdb's options (asynqmon closes the client it is given), or nil when rdb
+// is neither a single-node nor a cluster client.
+func newMonitor(rdb redis.UniversalClient) *asynqmon.HTTPHandler {
+	var opt connOpt
+	switch c := rdb.(type) {
+	case *redis.Client:
+		opt.make = func() redis.UniversalClient { return redis.NewClient(c.Options()) }
+	case *redis.ClusterClient:
+		opt.make = func() redis.UniversalClient { return redis.NewClusterClient(c.Options()) }
+	default:
+		return nil
+	}
+	return asynqmon.New(asynqmon.Options{
+		RootPath:         monitorPath,
+		RedisConnOpt:     opt,
+		ReadOnly:         true,
+		PayloadFormatter: asynqmon.PayloadFormatterFunc(func(_ string, p []byte) string { return redact(p) }),
+		ResultFormatter:  asynqmon.ResultFormatterFunc(func(_ string, p []byte) string { return redact(p) }),
+	})
+}
+
+// connOpt is an asynq.RedisConnOpt that makes a client like the gateway's.
+type connOpt struct{ make func() redis.UniversalClient }
+
+func (o connOpt) MakeRedisClient() any { return o.make() }
+
+// secretKey matches the JSON keys whose values the monitor never shows.
+var secretKey = regexp.MustCompile(`(?i)secret|token|password|authorization|signature|private`)
+
+// redact renders a task payload with every value under a secret-looking
+// key masked, at any depth; a payload that is not JSON is not shown.
+func redact(p []byte) string {
+	var v any
+	if err := json.Unmarshal(p, &v); err != nil {
+		return "(not JSON, not shown)"
+	}
+	b, _ := json.Marshal(mask(v))
+	return string(b)
+}
+
+func mask(v any) any {
+	switch t := v.(type) {
+	case map[string]any:
+		for k, x := range t {
+			if secretKey.MatchString(k) {
+				t[k] = "[redacted]"
+			} else {
+				t[k] = mask(x)
+			}
+		}
+	case []any:
+		for i, x := range t {
+			t[i] = mask(x)
+		}
+	}
+	return v
+}
+
+// monitorRoutes mounts the monitor behind monitorAuth.
+func (s *Server) monitorRoutes(r *gin.Engine) {
+	if s.monitor == nil {
+		return
+	}
+	h := gin.WrapH(s.monitor)
+	r.GET(monitorPath, func(c *gin.Context) { c.Redirect(http.StatusMovedPermanently, monitorPath+"/") })
+	r.Any(monitorPath+"/*rest", s.monitorAuth, h)
+}
+
+// monitorAuth lets an operator in: a bearer token with the operator scope
+// (an admin token is refused), or HTTP Basic with the operator password
+// (WAKEGATE_OPERATOR_PASSWORD_FILE; any user name) so a browser can open
+// the UI.
+func (s *Server) monitorAuth(c *gin.Context) {
+	if tok, ok := strings.CutPrefix(c.GetHeader("Authorization"), "Bearer "); ok {
+		claims, err := s.deps.Verifier.Verify(strings.TrimSpace(tok))
+		switch {
+		case err != nil:
+			abort(c, newProblem(http.StatusUnauthorized, "unauthenticated", err.Error()))
+		case !claims.Has("operator"):
+			abort(c, newProblem(http.StatusForbidden, "forbidden", "the monitor needs the operator scope"))
+		default:
+			c.Set(claimsKey, claims)
+			c.Next()
+		}
+		return
+	}
+	if _, pass, ok := c.Request.BasicAuth(); ok && len(s.cfg.OperatorPassword) > 0 {
+		// Compare digests: constant time whatever the lengths.
+		got, want := sha256.Sum256([]byte(pass)), sha256.Sum256(s.cfg.OperatorPassword)
+		if subtle.ConstantTimeCompare(got[:], want[:]) == 1 {
+			c.Next()
+			return
+		}
+	}
+	if len(s.cfg.OperatorPassword) > 0 {
+		c.Writer.Header().Add("WWW-Authenticate", `Basic realm="wakegate monitor", charset="UTF-8"`)
+		c.Writer.Header().Add("WWW-Authenticate", `Bearer realm="wakegate"`)
+	}
+	abort(c, newProblem(http.StatusUnauthorized, "unauthenticated", "the monitor needs an operator token or the operator password"))
+}

@@ -1,0 +1,146 @@
+package gateway_test
+
+import (
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/gin-gonic/gin"
+	"github.com/golang-jwt/jwt/v5"
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/wakegate/wakegate/cmd/wakegate/stack"
+	"github.com/wakegate/wakegate/delivery/redistest"
+	"github.com/wakegate/wakegate/gateway"
+	"github.com/wakegate/wakegate/providers/agent"
+)
+
+const (
+	opSecret   = "monitor-test-secret"
+	opPassword = "correct horse battery staple"
+)
+
+// operatorEnv is the gateway as serve assembles it (cmd/wakegate/stack),
+// so its route list is the binary's.
+func operatorEnv(t *testing.T) (url string, routes gin.RoutesInfo) {
+	t.Helper()
+	rdb, prefix := redistest.New(t)
+	st, err := stack.New(rdb, stack.Config{Prefix: prefix, Shards: 4}, slog.New(slog.NewTextHandler(io.Discard, nil)), prometheus.NewRegistry())
+	if err != nil {
+		t.Fatal(err)
+	}
+	v, err := agent.NewVerifier(agent.VerifierConfig{HS256Secret: []byte(opSecret)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	gw, err := st.Gateway(gateway.Config{WebhookSecrets: [][]byte{[]byte("s")}, TokenSecret: []byte(opSecret),
+		OperatorPassword: []byte(opPassword)}, v, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	engine, ok := gw.Handler().(*gin.Engine)
+	if !ok {
+		t.Fatalf("the gateway's handler is a %T, not the gin engine", gw.Handler())
+	}
+	srv := httptest.NewServer(gw.Handler())
+	t.Cleanup(srv.Close)
+	return srv.URL, engine.Routes()
+}
+
+func opToken(t *testing.T, sub, scope string) string {
+	t.Helper()
+	c := agent.Claims{Workspace: "default", Scope: scope}
+	c.Subject = sub
+	c.ExpiresAt = jwt.NewNumericDate(time.Now().Add(time.Hour))
+	tok, err := agent.Mint([]byte(opSecret), c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return tok
+}
+
+func request(t *testing.T, method, url string, set func(*http.Request)) (int, http.Header, string) {
+	t.Helper()
+	req, err := http.NewRequest(method, url, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if set != nil {
+		set(req)
+	}
+	c := &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+	resp, err := c.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, resp.Header, string(b)
+}
+
+func bearer(tok string) func(*http.Request) {
+	return func(r *http.Request) { r.Header.Set("Authorization", "Bearer "+tok) }
+}
+
+// TestOperatorRoutesRefuseOthers walks the router's own route list: every
+// /admin and /monitor route refuses a request without credentials (401)
+// and an admin token (403), so a route added later cannot be forgotten.
+func TestOperatorRoutesRefuseOthers(t *testing.T) {
+	url, routes := operatorEnv(t)
+	admin := opToken(t, "human:alice", "admin inbox subscribe supervise events:push events:read")
+	checked := 0
+	for _, rt := range routes {
+		if !strings.HasPrefix(rt.Path, "/admin") && !strings.HasPrefix(rt.Path, "/monitor/") {
+			continue
+		}
+		path := strings.NewReplacer(":id", "x", ":guid", "x", "*rest", "").Replace(rt.Path)
+		if status, _, body := request(t, rt.Method, url+path, nil); status != http.StatusUnauthorized {
+			t.Errorf("%s %s without credentials: %d %s, want 401", rt.Method, rt.Path, status, body)
+		}
+		if status, _, body := request(t, rt.Method, url+path, bearer(admin)); status != http.StatusForbidden {
+			t.Errorf("%s %s with an admin token: %d %s, want 403", rt.Method, rt.Path, status, body)
+		}
+		checked++
+	}
+	// /admin/dead-letters (2 routes) and /monitor/ (one per method).
+	if checked < 3 {
+		t.Fatalf("checked %d operator routes; the route list lacks /admin or /monitor", checked)
+	}
+}
+
+func TestMonitor(t *testing.T) {
+	url, _ := operatorEnv(t)
+	operator := opToken(t, "human:ops", "operator")
+
+	status, h, _ := request(t, http.MethodGet, url+"/monitor/", nil)
+	if status != http.StatusUnauthorized || !strings.HasPrefix(h.Get("WWW-Authenticate"), "Basic ") {
+		t.Fatalf("no credentials: %d, WWW-Authenticate %q; want 401 with a Basic challenge", status, h.Get("WWW-Authenticate"))
+	}
+	status, _, _ = request(t, http.MethodGet, url+"/monitor/", func(r *http.Request) { r.SetBasicAuth("ops", "wrong") })
+	if status != http.StatusUnauthorized {
+		t.Fatalf("wrong password: %d, want 401", status)
+	}
+	for name, set := range map[string]func(*http.Request){
+		"operator token":    bearer(operator),
+		"operator password": func(r *http.Request) { r.SetBasicAuth("ops", opPassword) },
+	} {
+		status, h, body := request(t, http.MethodGet, url+"/monitor/", set)
+		if status != http.StatusOK || !strings.Contains(h.Get("Content-Type"), "text/html") || !strings.Contains(body, "<html") {
+			t.Fatalf("%s: %d %s %.200s; want the UI", name, status, h.Get("Content-Type"), body)
+		}
+		// The UI's API answers too (read-only monitor of the push queue).
+		status, _, body = request(t, http.MethodGet, url+"/monitor/api/queues", set)
+		if status != http.StatusOK || !strings.Contains(body, "queues") {
+			t.Fatalf("%s: /monitor/api/queues %d %.200s", name, status, body)
+		}
+	}
+	// Read-only: a write through the monitor's API is refused.
+	status, _, _ = request(t, http.MethodDelete, url+"/monitor/api/queues/wg:push", bearer(operator))
+	if status < 400 {
+		t.Fatalf("DELETE a queue through the read-only monitor: %d", status)
+	}
+}
