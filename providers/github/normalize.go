@@ -100,31 +100,30 @@ var prActions = map[string]bool{
 // Malformed JSON, or a payload missing what its mapping needs, returns an
 // error wrapping ErrMalformed.
 func Normalize(eventType string, body []byte) (Fact, error) {
-	var env envelope
-	if err := unmarshal(body, &env); err != nil {
+	env, pre, err := decodePayload(eventType, body)
+	if err != nil {
 		return Fact{}, malformed(eventType, err)
 	}
 	f := Fact{Event: eventType, Action: env.Action, Repo: env.Repository.FullName}
-	var err error
 	switch eventType {
 	case "ping":
 		f.Ignored = "ping"
 	case "pull_request":
-		err = f.pullRequest(body)
+		err = f.pullRequest(body, pre)
 	case "check_run":
-		err = f.checkRun(body)
+		err = f.checkRun(body, pre)
 	case "check_suite":
-		err = f.checkSuite(body)
+		err = f.checkSuite(body, pre)
 	case "status":
-		err = f.status(body)
+		err = f.status(body, pre)
 	case "pull_request_review":
-		err = f.review(body)
+		err = f.review(body, pre)
 	case "issue_comment":
-		err = f.issueComment(body)
+		err = f.issueComment(body, pre)
 	case "deployment_status":
-		err = f.deploymentStatus(body)
+		err = f.deploymentStatus(body, pre)
 	case "installation":
-		err = f.installation(body)
+		err = f.installation(body, pre)
 	default:
 		f.Ignored = "event not mapped: " + eventType
 	}
@@ -137,12 +136,12 @@ func Normalize(eventType string, body []byte) (Fact, error) {
 	return f, nil
 }
 
-func (f *Fact) pullRequest(body []byte) error {
+func (f *Fact) pullRequest(body []byte, pre any) error {
 	if !prActions[f.Action] {
 		return f.ignoreAction()
 	}
-	var p pullRequestPayload
-	if err := f.decode(body, &p); err != nil {
+	p, err := payloadAs[pullRequestPayload](f, body, pre)
+	if err != nil {
 		return err
 	}
 	pr := p.PullRequest
@@ -223,7 +222,7 @@ type prData struct {
 	Reason string   `json:"reason,omitempty"` // dequeued: why the merge queue dropped it
 }
 
-func (f *Fact) checkRun(body []byte) error {
+func (f *Fact) checkRun(body []byte, pre any) error {
 	var completed bool
 	switch f.Action {
 	case "completed":
@@ -232,8 +231,8 @@ func (f *Fact) checkRun(body []byte) error {
 	default:
 		return f.ignoreAction()
 	}
-	var p checkRunPayload
-	if err := f.decode(body, &p); err != nil {
+	p, err := payloadAs[checkRunPayload](f, body, pre)
+	if err != nil {
 		return err
 	}
 	r := p.CheckRun
@@ -261,7 +260,7 @@ func (f *Fact) checkRun(body []byte) error {
 		fmt.Sprintf("check %q", oneLine(r.Name)))
 }
 
-func (f *Fact) checkSuite(body []byte) error {
+func (f *Fact) checkSuite(body []byte, pre any) error {
 	var completed bool
 	switch f.Action {
 	case "completed":
@@ -270,8 +269,8 @@ func (f *Fact) checkSuite(body []byte) error {
 	default:
 		return f.ignoreAction()
 	}
-	var p checkSuitePayload
-	if err := f.decode(body, &p); err != nil {
+	p, err := payloadAs[checkSuitePayload](f, body, pre)
+	if err != nil {
 		return err
 	}
 	s := p.CheckSuite
@@ -300,9 +299,9 @@ func (f *Fact) checkSuite(body []byte) error {
 		fmt.Sprintf("check suite %q", oneLine(label)))
 }
 
-func (f *Fact) status(body []byte) error {
-	var p statusPayload
-	if err := f.decode(body, &p); err != nil {
+func (f *Fact) status(body []byte, pre any) error {
+	p, err := payloadAs[statusPayload](f, body, pre)
+	if err != nil {
 		return err
 	}
 	switch {
@@ -362,14 +361,14 @@ type checkData struct {
 	PullRequests []int  `json:"pull_requests"`
 }
 
-func (f *Fact) review(body []byte) error {
+func (f *Fact) review(body []byte, pre any) error {
 	switch f.Action {
 	case "submitted", "dismissed":
 	default:
 		return f.ignoreAction()
 	}
-	var p reviewPayload
-	if err := f.decode(body, &p); err != nil {
+	p, err := payloadAs[reviewPayload](f, body, pre)
+	if err != nil {
 		return err
 	}
 	r, pr := p.Review, p.PullRequest
@@ -434,12 +433,12 @@ type reviewData struct {
 // maxCommentBody bounds the comment text carried in Data.
 const maxCommentBody = 1000
 
-func (f *Fact) issueComment(body []byte) error {
+func (f *Fact) issueComment(body []byte, pre any) error {
 	if f.Action != "created" {
 		return f.ignoreAction()
 	}
-	var p issueCommentPayload
-	if err := f.decode(body, &p); err != nil {
+	p, err := payloadAs[issueCommentPayload](f, body, pre)
+	if err != nil {
 		return err
 	}
 	switch {
@@ -476,9 +475,9 @@ type commentData struct {
 	Body        string `json:"body"`         // at most maxCommentBody bytes
 }
 
-func (f *Fact) deploymentStatus(body []byte) error {
-	var p deploymentStatusPayload
-	if err := f.decode(body, &p); err != nil {
+func (f *Fact) deploymentStatus(body []byte, pre any) error {
+	p, err := payloadAs[deploymentStatusPayload](f, body, pre)
+	if err != nil {
 		return err
 	}
 	s, d := p.DeploymentStatus, p.Deployment
@@ -527,13 +526,13 @@ type deployData struct {
 	Creator      string `json:"creator,omitempty"`
 }
 
-func (f *Fact) installation(body []byte) error {
+func (f *Fact) installation(body []byte, pre any) error {
 	typ := "github.installation." + f.Action
 	if !event.ValidType(typ) {
 		return f.ignoreAction()
 	}
-	var p installationPayload
-	if err := f.decode(body, &p); err != nil {
+	p, err := payloadAs[installationPayload](f, body, pre)
+	if err != nil {
 		return err
 	}
 	in := p.Installation

@@ -164,7 +164,9 @@ func (t *ghTime) UnmarshalJSON(b []byte) error {
 		return nil
 	case len(b) > 0 && b[0] == '"':
 		var s string
-		if err := json.Unmarshal(b, &s); err != nil {
+		if plainString(b) {
+			s = string(b[1 : len(b)-1]) // what json.Unmarshal would give, without its reflection
+		} else if err := json.Unmarshal(b, &s); err != nil {
 			return err
 		}
 		if s == "" {
@@ -188,4 +190,18 @@ func (t *ghTime) UnmarshalJSON(b []byte) error {
 	}
 	t.Time = v
 	return nil
+}
+
+// plainString reports whether b is a JSON string literal of printable ASCII
+// with no escapes: its value is then the bytes between the quotes.
+func plainString(b []byte) bool {
+	if len(b) < 2 || b[0] != '"' || b[len(b)-1] != '"' {
+		return false
+	}
+	for _, c := range b[1 : len(b)-1] {
+		if c < 0x20 || c > 0x7e || c == '"' || c == '\\' {
+			return false
+		}
+	}
+	return true
 }
