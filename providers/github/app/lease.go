@@ -1,0 +1,99 @@
+package app
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// Keys, all under WAKEGATE_REDIS_PREFIX. No script or transaction spans
+// two of them, so they need no shared hash tag.
+type keys struct{ p string }
+
+func (k keys) sweepWatermark() string { return k.p + ":ghapp:sweep:watermark" } // string: unix ms
+func (k keys) sweepLock() string      { return k.p + ":ghapp:sweep:lock" }      // lease: one sweep at a time
+func (k keys) sweepTick() string      { return k.p + ":ghapp:sweep:tick" }      // lease: one periodic sweep per tick
+func (k keys) redelivered(guid string) string {
+	return k.p + ":ghapp:redelivered:" + guid // string: when wakegate asked GitHub to redeliver guid
+}
+func (k keys) watch() string          { return k.p + ":ghapp:watch" }           // zset: "<ws>\t<repo>\t<n|*>" → ms first watched
+func (k keys) reconcileSince() string { return k.p + ":ghapp:reconcile:since" } // hash: repo → ms of the last tick that covered it
+func (k keys) reconcileTick() string  { return k.p + ":ghapp:reconcile:tick" }  // lease: one reconciliation per tick
+func (k keys) baseline(repo string, n int) string {
+	return fmt.Sprintf("%s:ghapp:baseline:%s#%d", k.p, repo, n) // string: the PR was fetched as a baseline
+}
+
+// ErrBusy is returned when another sweep holds the lease.
+var ErrBusy = errors.New("github app: a sweep is already running")
+
+// lease is a Redis lease taken with SET NX PX under a random token.
+type lease struct {
+	rdb   redis.UniversalClient
+	key   string
+	token string
+}
+
+// acquire takes key for ttl; ok is false when someone else holds it.
+func acquire(ctx context.Context, rdb redis.UniversalClient, key string, ttl time.Duration) (*lease, bool, error) {
+	var b [12]byte
+	_, _ = rand.Read(b[:])
+	l := &lease{rdb: rdb, key: key, token: hex.EncodeToString(b[:])}
+	ok, err := rdb.SetNX(ctx, key, l.token, ttl).Result()
+	if err != nil {
+		return nil, false, fmt.Errorf("lease %s: %w", key, err)
+	}
+	return l, ok, nil
+}
+
+// releaseScript deletes a lease only while it still holds the caller's
+// token, so a lease that expired and was taken over is left alone.
+//
+// KEYS[1] = the lease; ARGV[1] = the token. Returns 1 if deleted.
+var releaseScript = redis.NewScript(`
+if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end
+return 0
+`)
+
+func (l *lease) release(ctx context.Context) error {
+	return releaseScript.Run(ctx, l.rdb, []string{l.key}, l.token).Err()
+}
+
+// everyTick runs f now and then every d, on the worker that wins the
+// tick's lease: each worker tries at its own tick, and the lease (held for
+// just under d, never released) lets one run per period across workers.
+// It returns nil when ctx is cancelled.
+func everyTick(ctx context.Context, rdb redis.UniversalClient, key string, d time.Duration, log *slog.Logger, f func(ctx context.Context) error) error {
+	hold := d - d/20 // a little under d: the next tick of the winner finds it free
+	run := func() {
+		_, ok, err := acquire(ctx, rdb, key, hold)
+		switch {
+		case err != nil:
+			if ctx.Err() == nil {
+				log.Warn("tick lease", "err", err)
+			}
+			return
+		case !ok:
+			return
+		}
+		if err := f(ctx); err != nil && ctx.Err() == nil {
+			log.Warn("periodic run failed", "err", err)
+		}
+	}
+	run()
+	t := time.NewTicker(d)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-t.C:
+			run()
+		}
+	}
+}
