@@ -39,6 +39,7 @@ var titles = map[string]string{
 	"conflict":           "Conflict",
 	"rate-limited":       "Too many requests",
 	"unavailable":        "Service unavailable",
+	"upstream":           "Bad gateway",
 	"internal":           "Internal error",
 	"method-not-allowed": "Method not allowed",
 	"unprocessable":      "Unprocessable request",

@@ -81,6 +81,12 @@ type Deps struct {
 	// serves no /v1/quiet.
 	Holds    holdStore
 	Releaser holdReleaser
+
+	// GitHubSweep and GitHubBaseline are the GitHub App's (nil without
+	// one): POST /admin/github/redeliver-failed, and the baseline fetch of
+	// a PR subscribed to.
+	GitHubSweep    githubSweeper
+	GitHubBaseline githubBaseline
 }
 
 // Server is the gateway.
@@ -247,6 +253,7 @@ func (s *Server) routes() http.Handler {
 	// Operators, every workspace (DESIGN §10).
 	admin := r.Group("/admin", s.authenticate, s.requireScope("operator"))
 	s.endpointRoutes(v1, admin)
+	s.githubRoutes(admin)
 	s.monitorRoutes(r)
 	return r
 }

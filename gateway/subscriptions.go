@@ -55,6 +55,7 @@ func (s *Server) createSubscription(c *gin.Context) {
 		return
 	}
 	sub.Workspace, sub.Owner = claims.Workspace, string(claims.Party())
+	s.githubBaseline(c.Request.Context(), sub.Workspace, sub.Subjects)
 	ctx, cancel := s.commitContext(c)
 	defer cancel()
 	now := s.cfg.Now()

@@ -10,6 +10,7 @@ import (
 
 	"github.com/wakegate/wakegate/providers/event"
 	"github.com/wakegate/wakegate/providers/github"
+	"github.com/wakegate/wakegate/providers/github/app"
 	pushw "github.com/wakegate/wakegate/workers/push"
 )
 
@@ -29,6 +30,8 @@ type config struct {
 	Workspaces     string
 	RequiredChecks string
 	GitHubAppID    string
+	GitHubAppKey   string // PEM; "" turns the App features off
+	GitHubAPIURL   string
 	SessionTTL     time.Duration
 	PresenceTTL    time.Duration
 	ReadySettle    time.Duration
@@ -86,7 +89,12 @@ func settings() []setting {
 		{"WAKEGATE_JWT_ISSUER", "", "required iss of tokens, when set", false, str(func(c *config) *string { return &c.JWTIssuer })},
 		{"WAKEGATE_WORKSPACES", "*=default", "repository → workspace: org/repo=ws,org/*=ws2,*=default", false, str(func(c *config) *string { return &c.Workspaces })},
 		{"WAKEGATE_REQUIRED_CHECKS", "", "required checks without an App: org/repo=build,lint;org/*=test", false, str(func(c *config) *string { return &c.RequiredChecks })},
-		{"WAKEGATE_GITHUB_APP_ID", "", "GitHub App id: deliveries must name it as their installation target", false, str(func(c *config) *string { return &c.GitHubAppID })},
+		{"WAKEGATE_GITHUB_APP_ID", "", "GitHub App id: deliveries must name it as their installation target; with the private key, the App's API calls sign as it", false, str(func(c *config) *string { return &c.GitHubAppID })},
+		{"WAKEGATE_GITHUB_APP_PRIVATE_KEY", "", "the GitHub App's PEM private key; turns on the missed-delivery sweep, reconciliation, the baseline fetch and required checks from branch protection and rulesets", true, func(c *config, v string) error {
+			c.GitHubAppKey = pemNewlines(v)
+			return nil
+		}},
+		{"WAKEGATE_GITHUB_API_URL", app.DefaultAPIURL, "GitHub REST API base URL, used as given (GitHub Enterprise: https://HOST/api/v3/)", false, str(func(c *config) *string { return &c.GitHubAPIURL })},
 		{"WAKEGATE_SESSION_TTL", "10m", "a session seen then silent this long is dead", false, dur(func(c *config) *time.Duration { return &c.SessionTTL })},
 		{"WAKEGATE_PRESENCE_TTL", "30m", "how long PUT /v1/presence marks a recipient attended when it gives no \"for\"", false, dur(func(c *config) *time.Duration { return &c.PresenceTTL })},
 		{"WAKEGATE_READY_SETTLE", "60s", "with no required checks and nothing reported, how long before a PR counts as ready", false, dur(func(c *config) *time.Duration { return &c.ReadySettle })},
@@ -174,7 +182,31 @@ func parseConfig(fs *flag.FlagSet, args []string, getenv func(string) string) (*
 	if _, err := parseBytes(c.MaxBody); err != nil {
 		return nil, fmt.Errorf("WAKEGATE_MAX_BODY: %w", err)
 	}
+	if c.GitHubAppKey != "" {
+		// Checked here so that a bad App setting stops the start, not a
+		// sweep hours later. The errors never quote the key.
+		if _, err := strconv.ParseInt(c.GitHubAppID, 10, 64); err != nil {
+			return nil, fmt.Errorf("WAKEGATE_GITHUB_APP_ID: the App's numeric id is required with WAKEGATE_GITHUB_APP_PRIVATE_KEY")
+		}
+		if _, err := app.NewClient(c.gitHubApp()); err != nil {
+			return nil, fmt.Errorf("WAKEGATE_GITHUB_APP_PRIVATE_KEY or WAKEGATE_GITHUB_API_URL: %w", err)
+		}
+	}
 	return c, nil
+}
+
+// gitHubApp is the App's configuration; without a key the App is off.
+func (c *config) gitHubApp() app.Config {
+	return app.Config{AppID: c.GitHubAppID, PrivateKey: []byte(c.GitHubAppKey), APIURL: c.GitHubAPIURL}
+}
+
+// pemNewlines restores a PEM key given on one line with literal "\n"
+// sequences, a common way to put one in an environment variable.
+func pemNewlines(v string) string {
+	if strings.Contains(v, "\n") {
+		return v
+	}
+	return strings.ReplaceAll(v, `\n`, "\n")
 }
 
 func quoteDefault(d string) string {

@@ -39,7 +39,7 @@ func runService(ctx context.Context, role string, args []string, stdout, stderr 
 	fs.Usage = func() {
 		fmt.Fprintf(stderr, "Usage: wakegate %s [flags]\n\nSettings (flag, environment variable, default):\n", role)
 		fs.PrintDefaults()
-		fmt.Fprintln(stderr, "\nSecrets are environment variables only (or <NAME>_FILE): WAKEGATE_REDIS_URL,\nWAKEGATE_GITHUB_WEBHOOK_SECRETS, WAKEGATE_JWT_HS256_SECRET, WAKEGATE_JWT_PUBLIC_KEYS,\nWAKEGATE_OPERATOR_PASSWORD.")
+		fmt.Fprintln(stderr, "\nSecrets are environment variables only (or <NAME>_FILE): WAKEGATE_REDIS_URL,\nWAKEGATE_GITHUB_WEBHOOK_SECRETS, WAKEGATE_JWT_HS256_SECRET, WAKEGATE_JWT_PUBLIC_KEYS,\nWAKEGATE_OPERATOR_PASSWORD, WAKEGATE_GITHUB_APP_PRIVATE_KEY.")
 	}
 	cfg, err := parseConfig(fs, args, os.Getenv)
 	if err != nil {
@@ -76,6 +76,7 @@ func runService(ctx context.Context, role string, args []string, stdout, stderr 
 		Prefix: cfg.RedisPrefix, Shards: cfg.Shards, Retention: cfg.Retention, JournalMaxLen: cfg.JournalMaxLen,
 		RequiredChecks: cfg.RequiredChecks, ReadySettle: cfg.ReadySettle, SessionTTL: cfg.SessionTTL,
 		PushRetry: cfg.PushRetry, AllowPrivateEndpoints: cfg.AllowPrivateEndpoints,
+		Workspaces: cfg.Workspaces, GitHubApp: cfg.gitHubApp(),
 	}, log, reg)
 	if err != nil {
 		return err

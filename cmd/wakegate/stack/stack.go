@@ -28,6 +28,7 @@ import (
 	"github.com/wakegate/wakegate/gateway"
 	"github.com/wakegate/wakegate/providers/agent"
 	"github.com/wakegate/wakegate/providers/github"
+	"github.com/wakegate/wakegate/providers/github/app"
 	"github.com/wakegate/wakegate/workers/derive"
 	pushw "github.com/wakegate/wakegate/workers/push"
 	"github.com/wakegate/wakegate/workers/route"
@@ -47,6 +48,11 @@ type Config struct {
 	// AllowPrivateEndpoints lets pushes reach loopback and private
 	// networks (WAKEGATE_ALLOW_PRIVATE_ENDPOINTS).
 	AllowPrivateEndpoints bool
+	Workspaces            string // WAKEGATE_WORKSPACES; default "*=default"
+	// GitHubApp is the App (WAKEGATE_GITHUB_APP_ID, …_PRIVATE_KEY,
+	// WAKEGATE_GITHUB_API_URL); without a private key the App features
+	// are off.
+	GitHubApp app.Config
 }
 
 // NewClient opens the Redis client every wakegate process uses: short
@@ -84,6 +90,7 @@ type Stack struct {
 	Holds     *holds.Store
 	Release   *pushw.Releaser
 	Escalate  *pushw.Escalator
+	GitHub    *GitHubApp // nil without a GitHub App
 }
 
 // New assembles the stores on rdb. Metrics are registered on reg.
@@ -93,11 +100,19 @@ func New(rdb redis.UniversalClient, cfg Config, log *slog.Logger, reg *prometheu
 		return nil, err
 	}
 	s := &Stack{Redis: rdb, Log: log, Metrics: reg}
-	s.Journal = journal.New(rdb, journal.Config{Prefix: cfg.Prefix, Shards: cfg.Shards, Retention: cfg.Retention, MaxLen: cfg.JournalMaxLen})
-	s.Tracker = tracker.New(rdb, s.Journal, tracker.Config{Settle: cfg.ReadySettle, Required: func(repo, _ string) []string {
+	configured := func(repo string) []string {
 		names, _ := required.Lookup(repo)
 		return names
-	}})
+	}
+	requiredOf := func(repo, _ string) []string { return configured(repo) }
+	if s.GitHub, err = newGitHubApp(rdb, cfg, configured, log, reg); err != nil {
+		return nil, err
+	}
+	if s.GitHub != nil {
+		requiredOf = s.GitHub.Required.Lookup // branch protection ∪ rulesets ∪ configured
+	}
+	s.Journal = journal.New(rdb, journal.Config{Prefix: cfg.Prefix, Shards: cfg.Shards, Retention: cfg.Retention, MaxLen: cfg.JournalMaxLen})
+	s.Tracker = tracker.New(rdb, s.Journal, tracker.Config{Settle: cfg.ReadySettle, Required: requiredOf})
 	s.Ingest = ingest.New(rdb, s.Journal)
 	s.Sessions = sessions.New(rdb, s.Journal, cfg.SessionTTL)
 	s.Subs = subscriptions.New(rdb, cfg.Prefix)
@@ -122,6 +137,9 @@ func New(rdb redis.UniversalClient, cfg Config, log *slog.Logger, reg *prometheu
 	// Escalation (DESIGN §8): one timer per recipient on the push queue;
 	// it hooks itself into the pusher's dead letters.
 	s.Escalate = pushw.NewEscalator(s.Push, s.Release, s.Sessions, s.Sup, s.Journal, log, reg)
+	if s.GitHub != nil {
+		s.GitHub.reconciler(s)
+	}
 	return s, nil
 }
 
@@ -152,6 +170,11 @@ func (s *Stack) Workers() (components []func(context.Context) error, ready func(
 		},
 		asynqServer.Run,
 	}
+	if s.GitHub != nil {
+		// The missed-delivery sweep and the reconciliation, each once per
+		// period across workers.
+		components = append(components, s.GitHub.Sweep.Run, s.GitHub.Reconcile.Run)
+	}
 	return components, d.Healthy
 }
 
@@ -159,13 +182,18 @@ func (s *Stack) Workers() (components []func(context.Context) error, ready func(
 // verifier checks agent tokens, ready is a co-located worker's readiness
 // (nil for a gateway alone).
 func (s *Stack) Gateway(cfg gateway.Config, verifier *agent.Verifier, ready func() error) (*gateway.Server, error) {
-	return gateway.New(cfg, gateway.Deps{
+	deps := gateway.Deps{
 		Log: s.Log, Redis: s.Redis, Journal: s.Journal, Ingest: s.Ingest, Sessions: s.Sessions, Linker: s.Tracker,
 		Verifier: verifier, Subs: s.Subs, Sup: s.Sup, Inbox: s.Inbox,
 		Registry: s.Metrics, Gatherer: s.Metrics, Ready: ready,
 		Endpoints: s.Endpoints, DeadLetters: s.Push,
 		Holds: s.Holds, Releaser: s.Release,
-	})
+	}
+	if s.GitHub != nil {
+		deps.Linker = watchingLinker{s.Tracker, s.GitHub.Reconcile, s.Log}
+		deps.GitHubSweep, deps.GitHubBaseline = s.GitHub.Sweep, s.GitHub.Reconcile
+	}
+	return gateway.New(cfg, deps)
 }
 
 // Every runs f every d until ctx is cancelled, logging its errors.
