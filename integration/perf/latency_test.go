@@ -165,7 +165,7 @@ func openLoop(t *testing.T, rate int, warm, dur time.Duration, mk func(i int64) 
 // startRedis runs a private redis-server on a free loopback port with AOF
 // everysec (as production runs it) in a temporary directory, and kills it
 // when the test ends. It returns its URL.
-func startRedis(t *testing.T) string {
+func startRedis(t testing.TB) string {
 	t.Helper()
 	bin, err := exec.LookPath("redis-server")
 	if err != nil {
