@@ -53,11 +53,6 @@ func Eligible(via, mode string, alsoController bool, p event.Priority) bool {
 	return false
 }
 
-// SeenSlack is how much earlier than an entry's clock a sighting may be
-// and still count as a request since the entry: the registry records
-// sightings at most once a second per process.
-const SeenSlack = time.Second
-
 // Facts are what the check of one entry decides on.
 type Facts struct {
 	Party    string
@@ -78,7 +73,14 @@ type Facts struct {
 // (DESIGN §8): a dead-lettered push; a dead recipient; a recipient that
 // has made no request since the entry and has no endpoint (unknown, or
 // silent); else, for a recipient that was reached, only a priority that
-// escalate_unacked names. A human: party is never dead here: liveness by
+// escalate_unacked names.
+//
+// "Since" is strict: a request just before the entry did not read it.
+// The registry records a party's sightings at most once a second per
+// process, so a party whose only request after the entry came within a
+// second of an earlier one, and that then stays silent for all of
+// escalate_after, is escalated although it read: the rare error is on the
+// side of being heard, never of a silent miss. A human: party is never dead here: liveness by
 // sightings and lifecycle is a session's (DESIGN §2), and a person is
 // reached through an endpoint, not by making requests.
 func Decide(f Facts) string {
@@ -87,7 +89,7 @@ func Decide(f Facts) string {
 		return ReasonDeadLetter
 	case f.Liveness == sessions.Dead && IsSession(f.Party):
 		return ReasonDead
-	case !f.HasEndpoint && (f.SeenAt.IsZero() || f.SeenAt.Before(f.Since.Add(-SeenSlack))):
+	case !f.HasEndpoint && f.SeenAt.Before(f.Since): // never seen: the zero time
 		return ReasonUnreached
 	case slices.Contains(f.EscalateUnacked, string(f.Priority)):
 		return ReasonUnacked

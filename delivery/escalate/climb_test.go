@@ -34,9 +34,10 @@ func TestDecide(t *testing.T) {
 		{"silent since before the entry, no endpoint", with(func(f *escalate.Facts) {
 			f.Liveness, f.SeenAt = sessions.Live, since.Add(-time.Minute)
 		}), escalate.ReasonUnreached},
-		{"seen just before the entry (within the sighting granularity)", with(func(f *escalate.Facts) {
-			f.Liveness, f.SeenAt = sessions.Live, since.Add(-escalate.SeenSlack/2)
-		}), ""},
+		{"seen just before the entry", with(func(f *escalate.Facts) {
+			f.Liveness, f.SeenAt = sessions.Live, since.Add(-100 * time.Millisecond)
+		}), escalate.ReasonUnreached},
+		{"seen as the entry arrived", with(func(f *escalate.Facts) { f.Liveness, f.SeenAt = sessions.Live, since }), ""},
 		{"seen since the entry", with(func(f *escalate.Facts) { f.Liveness, f.SeenAt = sessions.Live, since.Add(time.Second) }), ""},
 		{"silent with an endpoint", with(func(f *escalate.Facts) {
 			f.Liveness, f.SeenAt, f.HasEndpoint = sessions.Live, since.Add(-time.Minute), true

@@ -122,7 +122,7 @@ func (e *Escalator) Schedule(ctx context.Context, workspace, party string) error
 	now := e.now()
 	opts := []asynq.Option{asynq.Queue(e.p.queue), asynq.MaxRetry(25), asynq.Timeout(time.Minute)}
 	var id string
-	if !due.After(now.Add(escalate.Slack)) {
+	if !due.After(now) {
 		// Due already (a dead letter, or a timer behind): at once, under
 		// an id of this due, which no running timer of the party can
 		// have (it is due, so a timer that saw it handles it).
