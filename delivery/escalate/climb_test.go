@@ -35,7 +35,7 @@ func TestDecide(t *testing.T) {
 			f.Liveness, f.SeenAt = sessions.Live, since.Add(-time.Minute)
 		}), escalate.ReasonUnreached},
 		{"seen just before the entry", with(func(f *escalate.Facts) {
-			f.Liveness, f.SeenAt = sessions.Live, since.Add(-100 * time.Millisecond)
+			f.Liveness, f.SeenAt = sessions.Live, since.Add(-100*time.Millisecond)
 		}), escalate.ReasonUnreached},
 		{"seen as the entry arrived", with(func(f *escalate.Facts) { f.Liveness, f.SeenAt = sessions.Live, since }), ""},
 		{"seen since the entry", with(func(f *escalate.Facts) { f.Liveness, f.SeenAt = sessions.Live, since.Add(time.Second) }), ""},
