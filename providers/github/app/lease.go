@@ -69,19 +69,9 @@ func (l *lease) release(ctx context.Context) error {
 // just under d, never released) lets one run per period across workers.
 // It returns nil when ctx is cancelled.
 func everyTick(ctx context.Context, rdb redis.UniversalClient, key string, d time.Duration, log *slog.Logger, f func(ctx context.Context) error) error {
-	hold := d - d/20 // a little under d: the next tick of the winner finds it free
+	hold := d - d/20 // a little under d: the winner's next tick finds it free
 	run := func() {
-		_, ok, err := acquire(ctx, rdb, key, hold)
-		switch {
-		case err != nil:
-			if ctx.Err() == nil {
-				log.Warn("tick lease", "err", err)
-			}
-			return
-		case !ok:
-			return
-		}
-		if err := f(ctx); err != nil && ctx.Err() == nil {
+		if _, err := tryTick(ctx, rdb, key, hold, f); err != nil && ctx.Err() == nil {
 			log.Warn("periodic run failed", "err", err)
 		}
 	}
@@ -96,4 +86,14 @@ func everyTick(ctx context.Context, rdb redis.UniversalClient, key string, d tim
 			run()
 		}
 	}
+}
+
+// tryTick runs f if it wins the tick lease key (held for hold); ran
+// reports whether it did.
+func tryTick(ctx context.Context, rdb redis.UniversalClient, key string, hold time.Duration, f func(ctx context.Context) error) (ran bool, err error) {
+	_, ok, err := acquire(ctx, rdb, key, hold)
+	if err != nil || !ok {
+		return false, err
+	}
+	return true, f(ctx)
 }
