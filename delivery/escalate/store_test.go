@@ -7,6 +7,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/alicebob/miniredis/v2"
+	"github.com/redis/go-redis/v9"
+
 	"github.com/wakegate/wakegate/delivery/escalate"
 	"github.com/wakegate/wakegate/delivery/inbox"
 	"github.com/wakegate/wakegate/delivery/redistest"
@@ -21,12 +24,25 @@ func sessionEvent(id, typ, kid string, p event.Priority) *event.Event {
 		Summary: typ}
 }
 
-// TestStore: on real Redis, entries the inbox armed come due in order;
-// a claim is recorded once and replayed; a claim or a done for a due that
-// moved (a raise) leaves the newer due alone; dead letters come due at
-// once, marked; every key shares the recipient's hash tag.
+// TestStore: on real Redis (and on miniredis, which the embedded serve
+// runs), entries the inbox armed come due in order; a claim is recorded
+// once and replayed; a claim or a done for a due that moved (a raise)
+// leaves the newer due alone; dead letters come due at once, marked; every
+// key shares the recipient's hash tag.
 func TestStore(t *testing.T) {
-	rdb, prefix := redistest.New(t)
+	t.Run("redis", func(t *testing.T) {
+		rdb, prefix := redistest.New(t)
+		testStore(t, rdb, prefix)
+	})
+	t.Run("miniredis", func(t *testing.T) {
+		mr := miniredis.RunT(t)
+		rdb := redis.NewClient(&redis.Options{Addr: mr.Addr()})
+		t.Cleanup(func() { _ = rdb.Close() })
+		testStore(t, rdb, redistest.Prefix())
+	})
+}
+
+func testStore(t *testing.T, rdb redis.UniversalClient, prefix string) {
 	ctx := context.Background()
 	box := inbox.New(rdb, inbox.Config{Prefix: prefix})
 	s := escalate.New(rdb, prefix)
