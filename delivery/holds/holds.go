@@ -237,6 +237,55 @@ func (s *Store) IsQuiet(ctx context.Context, ws, party string, now time.Time) (b
 	return false, nil
 }
 
+// State is what the holds decision reads about one recipient before a
+// delivery: its presence and whether a live quiet record covers it.
+type State struct {
+	Presence Presence
+	Quiet    bool
+}
+
+// Lookup reads the State of each of parties in one round trip (the
+// router reads it once per event for all its recipients).
+func (s *Store) Lookup(ctx context.Context, ws string, parties []string, now time.Time) (map[string]State, error) {
+	for _, p := range parties {
+		if err := checkRecipient(ws, p); err != nil {
+			return nil, err
+		}
+	}
+	pipe := s.rdb.Pipeline()
+	gets := make([]*redis.StringCmd, len(parties))
+	for i, p := range parties {
+		gets[i] = pipe.Get(ctx, s.rkey(ws, p, "presence"))
+	}
+	quiet := pipe.HMGet(ctx, s.quietKey(ws), append([]string{ScopeAll}, parties...)...)
+	_, _ = pipe.Exec(ctx) // each command's error is read below
+	if err := quiet.Err(); err != nil {
+		return nil, err
+	}
+	live := func(v any) bool {
+		str, ok := v.(string)
+		var q Quiet
+		return ok && json.Unmarshal([]byte(str), &q) == nil && q.live(now)
+	}
+	qs := quiet.Val()
+	out := make(map[string]State, len(parties))
+	for i, p := range parties {
+		st := State{Quiet: live(qs[0]) || live(qs[i+1])}
+		b, err := gets[i].Bytes()
+		switch {
+		case errors.Is(err, redis.Nil):
+		case err != nil:
+			return nil, err
+		default:
+			if err := json.Unmarshal(b, &st.Presence); err != nil {
+				return nil, fmt.Errorf("stored presence of %s: %w", p, err)
+			}
+		}
+		out[p] = st
+	}
+	return out, nil
+}
+
 // QuietHeldParties lists the parties with quiet-held wakes.
 func (s *Store) QuietHeldParties(ctx context.Context, ws string) ([]string, error) {
 	ps, err := s.rdb.SMembers(ctx, s.heldKey(ws)).Result()
@@ -254,7 +303,10 @@ type Request struct {
 	Waiter   bool
 	Settings supervision.Settings
 	Presence Presence
-	Now      time.Time
+	// Quiet is whether a live quiet record covers the recipient, as
+	// Lookup read it; nil: Decide reads it itself.
+	Quiet *bool
+	Now   time.Time
 }
 
 // Decision is what Decide decided.
@@ -306,9 +358,12 @@ func (s *Store) Decide(ctx context.Context, r Request) (Decision, error) {
 	}
 	reason := ""
 	if !r.Waiter {
-		q, err := s.IsQuiet(ctx, r.Workspace, r.Party, r.Now)
-		if err != nil {
-			return Decision{}, err
+		q := r.Quiet != nil && *r.Quiet
+		if r.Quiet == nil {
+			var err error
+			if q, err = s.IsQuiet(ctx, r.Workspace, r.Party, r.Now); err != nil {
+				return Decision{}, err
+			}
 		}
 		if q {
 			reason = ReasonQuiet

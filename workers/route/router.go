@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -58,12 +59,12 @@ func (r *Router) WithEscalation(e escalator) *Router {
 	return r
 }
 
-// holder is presence and the holds decision (package delivery/holds): the
-// router reads a recipient's presence before delivering (attended turns
-// attention+ into alert or notice) and asks Decide before pushing a wake
-// (quiet → PAUSED → rate cap; DESIGN §7).
+// holder is presence, quiet and the holds decision (package
+// delivery/holds): the router reads its recipients' presence and quiet
+// before delivering (attended turns attention+ into alert or notice) and
+// asks Decide before pushing a wake (quiet → PAUSED → rate cap; DESIGN §7).
 type holder interface {
-	GetPresence(ctx context.Context, workspace, party string) (holds.Presence, error)
+	Lookup(ctx context.Context, workspace string, parties []string, now time.Time) (map[string]holds.State, error)
 	Decide(ctx context.Context, r holds.Request) (holds.Decision, error)
 }
 
@@ -193,43 +194,8 @@ func (r *Router) Handle(ctx context.Context, shard int, e *event.Event) error {
 	if err := r.pausedSessions(ctx, e, now, to); err != nil { // seed 003: see paused.go
 		return err
 	}
-	snapshot, _ := json.Marshal(settings)
-	for party, rc := range to {
-		var presence holds.Presence
-		if r.holds != nil {
-			if presence, err = r.holds.GetPresence(ctx, e.Workspace, party); err != nil {
-				return err
-			}
-		}
-		var escalateAt time.Time // DESIGN §8: see escalate.Eligible
-		if r.escalate != nil && escalate.Eligible(rc.via, rc.mode, rc.controller, e.Priority) {
-			escalateAt = now.Add(time.Duration(settings.EscalateAfter))
-		}
-		res, err := r.box.Deliver(ctx, inbox.Delivery{Workspace: e.Workspace, Party: party, Event: e, Via: rc.via,
-			Mode: rc.mode, Waiter: rc.waiter, Attended: presence.Attended(now), Settings: snapshot, EscalateAt: escalateAt}, now)
-		if errors.Is(err, inbox.ErrInvalid) {
-			return fmt.Errorf("deliver %s to %s: %v: %w", e.ID, party, err, ErrPermanent)
-		}
-		if err != nil {
-			return err
-		}
-		if !res.Duplicate {
-			r.m.deliveries.WithLabelValues(rc.via).Inc()
-		}
-		if err := r.rdb.XAdd(ctx, &redis.XAddArgs{Stream: LedgerKey(r.j, shard), MaxLen: r.ledgerLen, Approx: true,
-			Values: []any{"seq", e.Seq, "source", e.Source, "id", e.ID, "to", party, "inbox_seq", res.Seq, "via", rc.via}}).Err(); err != nil {
-			return err
-		}
-		if res.Wake && r.push != nil {
-			if err := r.pushWake(ctx, party, rc, res, e, settings, presence, now); err != nil {
-				return err
-			}
-		}
-		if res.Armed || (res.Duplicate && !escalateAt.IsZero()) { // a duplicate: the run that armed it may have crashed here
-			if err := r.escalate.Schedule(ctx, e.Workspace, party); err != nil {
-				return err
-			}
-		}
+	if err := r.deliverAll(ctx, shard, e, to, settings, now); err != nil {
+		return err
 	}
 	if e.Terminal && e.Subject != "" {
 		if _, err := r.subs.CloseForSubject(ctx, e.Workspace, e.Subject); err != nil {
@@ -239,15 +205,113 @@ func (r *Router) Handle(ctx context.Context, shard int, e *event.Event) error {
 	return nil
 }
 
+// deliverAll delivers e into each recipient's inbox, then pushes the
+// wakes (through the holds) and arms the escalations those deliveries
+// decided. Recipients are delivered concurrently (at most
+// recipientParallel at once); their holds state is read for all of them
+// in one round trip and the ledger written in one pipeline at the end (a
+// crash before it: the re-run delivers duplicates under the same inbox
+// seqs and writes it then).
+func (r *Router) deliverAll(ctx context.Context, shard int, e *event.Event, to map[string]recipient,
+	settings supervision.Settings, now time.Time) error {
+	if len(to) == 0 {
+		return nil
+	}
+	parties := make([]string, 0, len(to))
+	for p := range to {
+		parties = append(parties, p)
+	}
+	var states map[string]holds.State
+	if r.holds != nil {
+		var err error
+		if states, err = r.holds.Lookup(ctx, e.Workspace, parties, now); err != nil {
+			return err
+		}
+	}
+	snapshot, _ := json.Marshal(settings)
+	seqs := make([]int64, len(parties))
+	err := each(ctx, len(parties), recipientParallel, func(ctx context.Context, i int) error {
+		party, rc, st := parties[i], to[parties[i]], states[parties[i]]
+		var escalateAt time.Time // DESIGN §8: see escalate.Eligible
+		if r.escalate != nil && escalate.Eligible(rc.via, rc.mode, rc.controller, e.Priority) {
+			escalateAt = now.Add(time.Duration(settings.EscalateAfter))
+		}
+		res, err := r.box.Deliver(ctx, inbox.Delivery{Workspace: e.Workspace, Party: party, Event: e, Via: rc.via,
+			Mode: rc.mode, Waiter: rc.waiter, Attended: st.Presence.Attended(now), Settings: snapshot, EscalateAt: escalateAt}, now)
+		if errors.Is(err, inbox.ErrInvalid) {
+			return fmt.Errorf("deliver %s to %s: %v: %w", e.ID, party, err, ErrPermanent)
+		}
+		if err != nil {
+			return err
+		}
+		seqs[i] = res.Seq
+		if !res.Duplicate {
+			r.m.deliveries.WithLabelValues(rc.via).Inc()
+		}
+		if res.Wake && r.push != nil {
+			if err := r.pushWake(ctx, party, rc, res, e, settings, st, now); err != nil {
+				return err
+			}
+		}
+		if res.Armed || (res.Duplicate && !escalateAt.IsZero()) { // a duplicate: the run that armed it may have crashed here
+			return r.escalate.Schedule(ctx, e.Workspace, party)
+		}
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	pipe := r.rdb.Pipeline()
+	for i, party := range parties {
+		pipe.XAdd(ctx, &redis.XAddArgs{Stream: LedgerKey(r.j, shard), MaxLen: r.ledgerLen, Approx: true,
+			Values: []any{"seq", e.Seq, "source", e.Source, "id", e.ID, "to", party, "inbox_seq", seqs[i], "via", to[party].via}})
+	}
+	_, err = pipe.Exec(ctx)
+	return err
+}
+
+// recipientParallel bounds the recipients of one event delivered at once.
+const recipientParallel = 16
+
+// each runs f(0) … f(n-1), at most limit at once (inline when n is 1),
+// and returns the first error; after one, the rest see ctx cancelled.
+func each(ctx context.Context, n, limit int, f func(ctx context.Context, i int) error) error {
+	if n == 1 {
+		return f(ctx, 0)
+	}
+	ctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	sem := make(chan struct{}, limit)
+	var wg sync.WaitGroup
+	for i := range n {
+		sem <- struct{}{}
+		wg.Add(1)
+		go func() {
+			defer func() { <-sem; wg.Done() }()
+			if ctx.Err() != nil {
+				return
+			}
+			if err := f(ctx, i); err != nil {
+				cancel(err)
+			}
+		}()
+	}
+	wg.Wait()
+	if err := context.Cause(ctx); err != nil && !errors.Is(err, context.Canceled) {
+		return err
+	}
+	return ctx.Err()
+}
+
 // pushWake pushes a wake unless a hold keeps it (the entry stays in the
 // inbox either way); a hold with a due time schedules its digest.
 func (r *Router) pushWake(ctx context.Context, party string, rc recipient, res inbox.Result, e *event.Event,
-	settings supervision.Settings, presence holds.Presence, now time.Time) error {
+	settings supervision.Settings, st holds.State, now time.Time) error {
 	if r.holds == nil {
 		return r.push.Enqueue(ctx, e.Workspace, party, res, e)
 	}
 	d, err := r.holds.Decide(ctx, holds.Request{Workspace: e.Workspace, Party: party, Result: res, Event: e,
-		Waiter: rc.waiter, Settings: settings, Presence: presence, Now: now})
+		Waiter: rc.waiter, Settings: settings, Presence: st.Presence, Quiet: &st.Quiet, Now: now})
 	if err != nil {
 		return err
 	}
