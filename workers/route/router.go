@@ -152,23 +152,36 @@ func (r *Router) Handle(ctx context.Context, shard int, e *event.Event) error {
 			return err
 		}
 	}
-	settings, err := r.sup.Settings(ctx, e.Workspace)
-	if err != nil {
-		return err
-	}
+	// The settings are read while the subscribers are matched: two round
+	// trips at once.
+	var settings supervision.Settings
+	var settingsErr error
+	settingsRead := make(chan struct{})
+	go func() {
+		defer close(settingsRead)
+		settings, settingsErr = r.sup.Settings(ctx, e.Workspace)
+	}()
 	to := map[string]recipient{}
 	// A message goes to its target and the target's observers only
 	// (DESIGN §7): no subscriber, no controller, no fallback.
 	message := e.Type == "message.sent" && e.SessionID != ""
+	var err error
+	if !message {
+		err = r.subscribers(ctx, e, now, to)
+	}
+	<-settingsRead
+	if err != nil {
+		return err
+	}
+	if settingsErr != nil {
+		return settingsErr
+	}
 	if message {
 		to[event.SessionSubject(e.SessionID)] = recipient{via: inbox.ViaDirect}
 		if err := r.supervisors(ctx, e, settings, now, to, false); err != nil {
 			return err
 		}
 	} else {
-		if err := r.subscribers(ctx, e, now, to); err != nil {
-			return err
-		}
 		if e.SessionID != "" {
 			if err := r.supervisors(ctx, e, settings, now, to, true); err != nil {
 				return err
