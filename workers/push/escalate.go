@@ -88,7 +88,7 @@ func newEscalationMetrics(reg prometheus.Registerer) *escalationMetrics {
 	for _, l := range []string{escalate.RungController, escalate.RungDefault, escalate.RungFallback, "undeliverable"} {
 		m.escalations.WithLabelValues(l)
 	}
-	for _, o := range []string{"escalated", "reached", "acked", "not_eligible", "moved"} {
+	for _, o := range []string{"escalated", "reached", "acked", "not_eligible", "moved", "failed"} {
 		m.checks.WithLabelValues(o)
 	}
 	return m
@@ -155,23 +155,49 @@ func (e *Escalator) ProcessTask(ctx context.Context, t *asynq.Task) error {
 // maxRounds bounds one run's pages of due entries (100 each).
 const maxRounds = 50
 
+// errBadEntry marks an entry or claim that cannot be escalated however
+// often it is retried (its stored JSON does not decode, the inbox refuses
+// the copy): its check is given up, logged and counted.
+var errBadEntry = errors.New("entry cannot be escalated")
+
 // Check checks every entry of a recipient due now (within escalate.Slack)
-// and schedules the timer again for the next due.
+// and schedules the timer again for the next due. An entry whose check
+// fails (storage) is left armed and the others are checked on; the error
+// makes Asynq retry the task, whose run schedules the timer again.
 func (e *Escalator) Check(ctx context.Context, workspace, party string) error {
+	var errs []error
+	failed := map[string]bool{}
 	for range maxRounds {
 		now := e.now()
 		due, err := e.store.Due(ctx, workspace, party, now.Add(escalate.Slack), 100)
 		if err != nil {
 			return err
 		}
-		if len(due) == 0 {
-			break
-		}
+		progressed := false
 		for _, d := range due {
-			if err := e.check(ctx, workspace, party, d, now); err != nil {
-				return fmt.Errorf("escalation of %q for %s: %w", d.CK, party, err)
+			if failed[d.CK] {
+				continue
+			}
+			progressed = true
+			err := e.check(ctx, workspace, party, d, now)
+			switch {
+			case errors.Is(err, errBadEntry) || errors.Is(err, inbox.ErrInvalid):
+				e.m.checks.WithLabelValues("failed").Inc()
+				e.log.Error("escalation given up", "workspace", workspace, "party", party, "entry", d.CK, "err", err)
+				if err := e.store.Done(ctx, workspace, party, d.CK, d.Due); err != nil {
+					return err
+				}
+			case err != nil:
+				failed[d.CK] = true
+				errs = append(errs, fmt.Errorf("escalation of %q for %s: %w", d.CK, party, err))
 			}
 		}
+		if !progressed {
+			break
+		}
+	}
+	if len(errs) > 0 {
+		return errors.Join(errs...)
 	}
 	return e.Schedule(ctx, workspace, party)
 }
@@ -250,7 +276,7 @@ func (e *Escalator) decide(ctx context.Context, ws, party string, ent *inbox.Ent
 	}
 	var ev event.Event
 	if err := json.Unmarshal(ent.Event, &ev); err != nil {
-		return nil, fmt.Errorf("headline of %q: %w", ent.CoalesceKey, err)
+		return nil, fmt.Errorf("headline of %q: %v: %w", ent.CoalesceKey, err, errBadEntry)
 	}
 	var path []string
 	level, rungStr := 1, ""
@@ -304,7 +330,7 @@ func containsStr(list []string, v string) bool {
 func (e *Escalator) apply(ctx context.Context, ws, party string, c *escalate.Claim, now time.Time) error {
 	var ev event.Event
 	if err := json.Unmarshal(c.Event, &ev); err != nil {
-		return fmt.Errorf("claimed event: %w", err)
+		return fmt.Errorf("claimed event: %v: %w", err, errBadEntry)
 	}
 	if c.To == "" {
 		return e.undeliverable(ctx, ws, party, &ev, c)

@@ -563,3 +563,40 @@ func TestReplayedClaim(t *testing.T) {
 		t.Errorf("escalations after an acked check %v", got)
 	}
 }
+
+// TestBadEntryGivenUp: an entry that can never be escalated (its claimed
+// event does not decode) is given up — logged, counted, disarmed — and
+// does not hold back the recipient's other entries.
+func TestBadEntryGivenUp(t *testing.T) {
+	e := newEscEnv(t, nil, `{"escalate_after":"1h","fallback":{"party":"human:ops"}}`)
+	e.controls("mid", "bad")
+	e.controls("mid", "good")
+	e.route("session.awaiting_input", "bad", "mid")
+	good := e.route("session.awaiting_input", "good", "mid")
+	// Both due now: bad as a crashed run left it, good as a dead letter.
+	due := time.Now()
+	if err := e.rdb.ZAdd(e.ctx, inbox.EscalationKey(e.p.cfg.Prefix, ws, "session:mid"), redis.Z{Score: float64(due.UnixMilli()), Member: "session:bad"}).Err(); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok, err := e.esc.store.Claim(e.ctx, ws, "session:mid", "session:bad", escalate.Claim{Due: due.UnixMilli(),
+		Reason: escalate.ReasonUnreached, To: "human:ops", Rung: "fallback", Level: 1, Path: []string{"session:mid"},
+		Event: json.RawMessage(`"not an event"`)}); err != nil || !ok {
+		t.Fatal(ok, err)
+	}
+	if err := e.esc.store.DeadLettered(e.ctx, ws, "session:mid", []string{"session:good"}, due); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.esc.Check(e.ctx, ws, "session:mid"); err != nil {
+		t.Fatal(err)
+	}
+	if n := value(e.esc.m.checks.WithLabelValues("failed")); n != 1 {
+		t.Errorf("checks given up: %v, want 1", n)
+	}
+	if a := e.armed("session:mid"); len(a) != 0 {
+		t.Errorf("still armed: %v", a)
+	}
+	wantCopy(t, "the good entry's copy", e.entryOf("human:ops", "good"), 1, []string{"session:mid"}, "fallback", escalate.ReasonDeadLetter)
+	if got := e.journaled("wakegate.escalated"); fmt.Sprint(got) != fmt.Sprint([]string{escalatedID(1, "session:mid", good)}) {
+		t.Errorf("escalations %v", got)
+	}
+}

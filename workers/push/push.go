@@ -352,9 +352,14 @@ func IsFailure(err error) bool {
 // RetryDelay is Asynq's RetryDelayFunc: for pushes, a deferral waits for
 // the breaker, a Retry-After is honoured (capped at the schedule's longest
 // delay), a storage error or a dead worker's attempt waits about 5 s, and
-// a failed attempt n waits Schedule[n] ±20 %. Other task types get Asynq's
-// default.
+// a failed attempt n waits Schedule[n] ±20 %. An escalation timer whose
+// check failed is retried soon (5 s more per retry, at most a minute):
+// its retry is what schedules the recipient's next timer. Other task
+// types get Asynq's default.
 func (p *Pusher) RetryDelay(n int, err error, t *asynq.Task) time.Duration {
+	if t.Type() == TypeEscalate {
+		return jitter(min(time.Duration(n+1)*5*time.Second, time.Minute))
+	}
 	if t.Type() != TypeDeliver {
 		return asynq.DefaultRetryDelayFunc(n, err, t)
 	}
