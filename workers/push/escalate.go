@@ -124,9 +124,10 @@ func (e *Escalator) Schedule(ctx context.Context, workspace, party string) error
 	var id string
 	if !due.After(now) {
 		// Due already (a dead letter, or a timer behind): at once, under
-		// an id of this due, which no running timer of the party can
-		// have (it is due, so a timer that saw it handles it).
-		id = e.timerID(workspace, party, "at:"+strconv.FormatInt(due.UnixMilli(), 10))
+		// an id of this due — a running timer with it handles it — and of
+		// the current 10 s, so a task of that id that failed for good
+		// (archived, its id still taken) holds nothing back for long.
+		id = e.timerID(workspace, party, "at:"+strconv.FormatInt(due.UnixMilli(), 10)+":"+strconv.FormatInt(now.Unix()/10, 10))
 	} else {
 		// Later than any running timer's own second: never its id.
 		slot := escalate.Slot(due, now)
