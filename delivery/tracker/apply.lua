@@ -16,12 +16,12 @@
 -- Returns {"ok", stream ids appended...}, or {"need", base...} without
 -- having written anything when the required checks of a base the fact
 -- touches were not passed in req (the caller adds them and runs again).
+--
+-- This file defines tr_apply(I, DATA), which folds one fact in and returns
+-- that reply; the entry that follows it (apply_one.lua, apply_batch.lua)
+-- calls it once, or once per fact of a batch.
 
-local I = cjson.decode(ARGV[5])
-local DATA = ARGV[6]
-wg_config(ARGV[1], ARGV[2], ARGV[3])
-tr_init(ARGV[4], I)
-local ws, repo = I.workspace, I.repo
+local I, DATA, ws, repo -- the fact being applied (set by tr_apply)
 
 -- apply_pr folds a pull_request snapshot in. Every payload carries the whole
 -- PR, so the newest by updated_at wins: an older snapshot delivered late
@@ -127,50 +127,58 @@ local function own_event(subject, id, n)
   })
 end
 
--- 1. Which PRs the fact reaches; stop before any write if a base's
---    required checks are unknown.
-local targets = {}
-if I.pr then
-  targets = { I.pr.number }
-elseif I.review then
-  targets = { I.review.number }
-elseif I.check then
-  targets = check_prs(I.check)
-end
-local bases = {}
-for _, n in ipairs(targets) do
-  bases[#bases + 1] = redis.call('HGET', k_pr(repo, n), 'base') or nil
-end
-if I.pr then bases[#bases + 1] = I.pr.base end
-local missing = missing_required(bases)
-if #missing > 0 then
-  table.insert(missing, 1, 'need')
-  return missing
-end
+-- tr_apply folds one fact (the input table I and the raw data DATA) in.
+local function tr_apply(input, data)
+  I, DATA = input, data
+  tr_init(ARGV[4], I)
+  ws, repo = I.workspace, I.repo
+  SIDS = {}
 
--- 2. Fold the fact into the tracker.
-if I.pr then apply_pr(I.pr) end
-if I.review then apply_review(I.review) end
-if I.check then apply_check(I.check) end
+  -- 1. Which PRs the fact reaches; stop before any write if a base's
+  --    required checks are unknown.
+  local targets = {}
+  if I.pr then
+    targets = { I.pr.number }
+  elseif I.review then
+    targets = { I.review.number }
+  elseif I.check then
+    targets = check_prs(I.check)
+  end
+  local bases = {}
+  for _, n in ipairs(targets) do
+    bases[#bases + 1] = redis.call('HGET', k_pr(repo, n), 'base') or nil
+  end
+  if I.pr then bases[#bases + 1] = I.pr.base end
+  local missing = missing_required(bases)
+  if #missing > 0 then
+    table.insert(missing, 1, 'need')
+    return missing
+  end
 
--- 3. The delivery's own event(s).
-if I.type ~= '' then
-  if I.subject ~= '' or not I.check then
-    own_event(I.subject, I.id ~= '' and I.id or I.guid, I.number)
-  else
-    local base_id = I.id ~= '' and I.id or I.guid
-    local prs = journaled_prs(targets)
-    if #prs == 0 then
-      own_event(I.sha_subject, base_id, 0)
-    end
-    for _, n in ipairs(prs) do
-      own_event(pr_subject(repo, n), base_id .. '/' .. int(n), n)
+  -- 2. Fold the fact into the tracker.
+  if I.pr then apply_pr(I.pr) end
+  if I.review then apply_review(I.review) end
+  if I.check then apply_check(I.check) end
+
+  -- 3. The delivery's own event(s).
+  if I.type ~= '' then
+    if I.subject ~= '' or not I.check then
+      own_event(I.subject, I.id ~= '' and I.id or I.guid, I.number)
+    else
+      local base_id = I.id ~= '' and I.id or I.guid
+      local prs = journaled_prs(targets)
+      if #prs == 0 then
+        own_event(I.sha_subject, base_id, 0)
+      end
+      for _, n in ipairs(prs) do
+        own_event(pr_subject(repo, n), base_id .. '/' .. int(n), n)
+      end
     end
   end
+
+  -- 4. What the new state makes true.
+  for _, n in ipairs(targets) do evaluate(ws, repo, n) end
+
+  table.insert(SIDS, 1, 'ok')
+  return SIDS
 end
-
--- 4. What the new state makes true.
-for _, n in ipairs(targets) do evaluate(ws, repo, n) end
-
-table.insert(SIDS, 1, 'ok')
-return SIDS

@@ -39,12 +39,17 @@ var (
 	trackerLua string
 	//go:embed apply.lua
 	applyLua string
+	//go:embed apply_one.lua
+	applyOneLua string
+	//go:embed apply_batch.lua
+	applyBatchLua string
 	//go:embed settle.lua
 	settleLua string
 	//go:embed claim.lua
 	claimLua string
 
-	applyScript  = redis.NewScript(journal.AppendLua + trackerLua + applyLua)
+	applyScript  = redis.NewScript(journal.AppendLua + trackerLua + applyLua + applyOneLua)
+	batchScript  = redis.NewScript(journal.AppendLua + trackerLua + applyLua + applyBatchLua)
 	settleScript = redis.NewScript(journal.AppendLua + trackerLua + settleLua)
 	claimScript  = redis.NewScript(journal.AppendLua + trackerLua + claimLua)
 )

@@ -32,6 +32,11 @@ import (
 
 const group = "derive"
 
+// batchSize is how many records one read takes: a backlog is derived in
+// batches this large, each with four round trips (read, raw deliveries,
+// tracker, ack) whatever its size.
+const batchSize = 128
+
 // Config of the deriver.
 type Config struct {
 	RelayEvery time.Duration // default 5s
@@ -129,7 +134,7 @@ func (d *Deriver) consume(ctx context.Context, shard int) {
 	for ctx.Err() == nil {
 		d.beats[shard].Store(time.Now().UnixMilli())
 		res, err := d.rdb.XReadGroup(ctx, &redis.XReadGroupArgs{
-			Group: group, Consumer: d.consumer, Streams: []string{stream, ">"}, Count: 64, Block: 2 * time.Second,
+			Group: group, Consumer: d.consumer, Streams: []string{stream, ">"}, Count: batchSize, Block: 2 * time.Second,
 		}).Result()
 		if errors.Is(err, redis.Nil) {
 			continue
@@ -167,7 +172,8 @@ func (d *Deriver) Healthy() error {
 
 // handle derives a batch of one shard's records: their raw deliveries in
 // one round trip, normalized in parallel (the CPU-heavy part), then folded
-// into the tracker one by one in stream order, and acknowledged together.
+// into the tracker in stream order with one script call per journal shard,
+// and acknowledged together.
 // A record that fails for a reason that may pass stays pending: the relay
 // re-runs it once it has been idle a while.
 func (d *Deriver) handle(ctx context.Context, shard int, msgs []redis.XMessage) {
@@ -200,9 +206,13 @@ func (d *Deriver) handle(ctx context.Context, shard int, msgs []redis.XMessage) 
 		}()
 	}
 	wg.Wait()
-	// Fold into the tracker: records about one subject in stream order,
-	// different subjects concurrently (the tracker script is atomic per
-	// repository, so they cannot interleave inside it).
+	// Fold the batch into the tracker: one script call per journal shard,
+	// every fact in stream order (ApplyBatch). What it could not fold in,
+	// and the records that are not tracker input (expired, ignored,
+	// poison), go through derive one by one: records about one subject in
+	// stream order, different subjects concurrently (the tracker script is
+	// atomic per repository, so they cannot interleave inside it).
+	applied := d.applyBatch(ctx, recs, raws, rawErrs, facts, errs)
 	var order []string
 	groups := map[string][]int{}
 	for i := range recs {
@@ -219,14 +229,13 @@ func (d *Deriver) handle(ctx context.Context, shard int, msgs []redis.XMessage) 
 	}
 	var mu sync.Mutex
 	var done []string
-	for _, k := range order {
-		wg.Add(1)
-		sem <- struct{}{}
-		go func() {
-			defer func() { <-sem; wg.Done() }()
-			for _, i := range groups[k] {
-				rec := recs[i]
-				outcome, err := d.derive(ctx, rec, raws[i], rawErrs[i], facts[i], errs[i])
+	run := func(k string) {
+		for _, i := range groups[k] {
+			rec := recs[i]
+			outcome := "journaled"
+			if !applied[i] {
+				var err error
+				outcome, err = d.derive(ctx, rec, raws[i], rawErrs[i], facts[i], errs[i])
 				if err != nil {
 					d.m.derived.WithLabelValues("retry").Inc()
 					if ctx.Err() == nil {
@@ -234,11 +243,23 @@ func (d *Deriver) handle(ctx context.Context, shard int, msgs []redis.XMessage) 
 					}
 					return // the rest of this subject waits for the relay, in order
 				}
-				d.m.derived.WithLabelValues(outcome).Inc()
-				mu.Lock()
-				done = append(done, rec.ID)
-				mu.Unlock()
 			}
+			d.m.derived.WithLabelValues(outcome).Inc()
+			mu.Lock()
+			done = append(done, rec.ID)
+			mu.Unlock()
+		}
+	}
+	for _, k := range order {
+		if all(groups[k], applied) {
+			run(k) // nothing left to do but count: no goroutine
+			continue
+		}
+		wg.Add(1)
+		sem <- struct{}{}
+		go func() {
+			defer func() { <-sem; wg.Done() }()
+			run(k)
 		}()
 	}
 	wg.Wait()
@@ -249,6 +270,46 @@ func (d *Deriver) handle(ctx context.Context, shard int, msgs []redis.XMessage) 
 		}
 	}
 	d.m.duration.Observe(time.Since(start).Seconds() / float64(len(msgs)))
+}
+
+// applyBatch folds every record of the batch that is tracker input into
+// the tracker in one ApplyBatch and reports which it folded in; the
+// others (and all of them after a panic) are left to derive.
+func (d *Deriver) applyBatch(ctx context.Context, recs []ingest.Record, raws []*ingest.Delivery, rawErrs []error,
+	facts []*github.Fact, errs []error) (applied []bool) {
+	applied = make([]bool, len(recs))
+	var items []tracker.Item
+	var of []int
+	for i := range recs {
+		if rawErrs[i] != nil || raws[i].Ignored != "" || errs[i] != nil || facts[i] == nil || facts[i].Ignored != "" {
+			continue
+		}
+		items = append(items, tracker.Item{Workspace: raws[i].Workspace, GUID: raws[i].GUID, Fact: facts[i]})
+		of = append(of, i)
+	}
+	if len(items) == 0 {
+		return applied
+	}
+	defer func() {
+		if v := recover(); v != nil {
+			d.log.Error("panic folding a batch into the tracker; deriving one by one", "panic", v)
+			clear(applied)
+		}
+	}()
+	for k, err := range d.tracker.ApplyBatch(ctx, items, d.cfg.Now()) {
+		applied[of[k]] = err == nil
+	}
+	return applied
+}
+
+// all reports whether every record idx was applied.
+func all(idx []int, applied []bool) bool {
+	for _, i := range idx {
+		if !applied[i] {
+			return false
+		}
+	}
+	return true
 }
 
 // normalize parses a committed delivery; a panic is an error.
