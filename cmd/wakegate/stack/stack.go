@@ -10,6 +10,8 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"os"
+	"strconv"
 	"time"
 
 	"github.com/hibiken/asynq"
@@ -32,6 +34,7 @@ import (
 	"github.com/wakegate/wakegate/workers/derive"
 	pushw "github.com/wakegate/wakegate/workers/push"
 	"github.com/wakegate/wakegate/workers/route"
+	"github.com/wakegate/wakegate/workers/schedule"
 )
 
 // Config is what the assembly needs; zero values take each part's
@@ -89,6 +92,7 @@ type Stack struct {
 	Push      *pushw.Pusher
 	Holds     *holds.Store
 	Release   *pushw.Releaser
+	prefix    string
 	Escalate  *pushw.Escalator
 	GitHub    *GitHubApp // nil without a GitHub App
 }
@@ -99,7 +103,7 @@ func New(rdb redis.UniversalClient, cfg Config, log *slog.Logger, reg *prometheu
 	if err != nil {
 		return nil, err
 	}
-	s := &Stack{Redis: rdb, Log: log, Metrics: reg}
+	s := &Stack{Redis: rdb, Log: log, Metrics: reg, prefix: cfg.Prefix}
 	configured := func(repo string) []string {
 		names, _ := required.Lookup(repo)
 		return names
@@ -152,22 +156,22 @@ func (s *Stack) Workers() (components []func(context.Context) error, ready func(
 	router := route.NewRouter(s.Redis, s.Journal, s.Sessions, s.Subs, s.Sup, s.Inbox, s.Metrics).
 		WithPusher(s.Push).WithHolds(s.Holds, s.Release).WithEscalation(s.Escalate)
 	asynqServer := pushw.NewServer(s.Redis, s.Push, s.Release, s.Log)
+	// Once a minute across all workers (one pass per tick, whoever claims
+	// it): close expired subscriptions, trim the journal and raw deliveries.
+	periodic := schedule.New(s.Redis, s.prefix, processName(), s.Log, s.Metrics)
+	periodic.Every("sweep-subscriptions", time.Minute, func(ctx context.Context, now time.Time) error {
+		_, err := s.Subs.Sweep(ctx, now)
+		return err
+	})
+	periodic.Every("trim-journal", time.Minute, func(ctx context.Context, now time.Time) error {
+		return errors.Join(s.Journal.Trim(ctx, now), s.Ingest.Trim(ctx, now))
+	})
 	asynqServer.Handle(pushw.TypeEscalate, s.Escalate)
 	components = []func(context.Context) error{
 		d.Run,
 		route.NewConsumer(s.Redis, s.Journal, router.Handle, s.Log, s.Metrics, route.ConsumerConfig{}).Run,
 		s.Tracker.RunSettler,
-		func(ctx context.Context) error {
-			return Every(ctx, time.Minute, "sweep subscriptions", s.Log, func(ctx context.Context, now time.Time) error {
-				_, err := s.Subs.Sweep(ctx, now)
-				return err
-			})
-		},
-		func(ctx context.Context) error {
-			return Every(ctx, time.Minute, "trim journal", s.Log, func(ctx context.Context, now time.Time) error {
-				return errors.Join(s.Journal.Trim(ctx, now), s.Ingest.Trim(ctx, now))
-			})
-		},
+		periodic.Run,
 		asynqServer.Run,
 	}
 	if s.GitHub != nil {
@@ -196,18 +200,9 @@ func (s *Stack) Gateway(cfg gateway.Config, verifier *agent.Verifier, ready func
 	return gateway.New(cfg, deps)
 }
 
-// Every runs f every d until ctx is cancelled, logging its errors.
-func Every(ctx context.Context, d time.Duration, what string, log *slog.Logger, f func(ctx context.Context, now time.Time) error) error {
-	t := time.NewTicker(d)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return nil
-		case now := <-t.C:
-			if err := f(ctx, now); err != nil && ctx.Err() == nil {
-				log.Warn(what+" failed", "err", err)
-			}
-		}
-	}
+// processName names this process (host and pid) for a person reading
+// Redis.
+func processName() string {
+	h, _ := os.Hostname()
+	return h + "/" + strconv.Itoa(os.Getpid())
 }
