@@ -97,7 +97,14 @@ func newAppEnv(t *testing.T) *appEnv {
 	}
 	srv := httptest.NewServer(gw.Handler())
 	t.Cleanup(srv.Close)
-	return &appEnv{t: t, st: st, g: g, url: srv.URL, reg: reg, logs: logs}
+	e := &appEnv{t: t, st: st, g: g, url: srv.URL, reg: reg, logs: logs}
+	// The workers sweep and reconcile once at start, then every 5 min:
+	// let those first runs end so they cannot race what a test does.
+	waitFor(t, "the first sweep and reconciliation", func() bool {
+		return e.counter("wakegate_github_sweeps_total", "outcome", "ok") == 1 &&
+			e.counter("wakegate_github_reconcile_ticks_total", "outcome", "ok") == 1
+	})
+	return e
 }
 
 func token(t *testing.T, party, scope string) string {

@@ -283,6 +283,9 @@ func (s *Sweeper) list(ctx context.Context, since time.Time, rep *Report) (map[s
 		reachedSince := false
 		for _, d := range ds {
 			at := d.GetDeliveredAt().Time
+			if at.IsZero() {
+				continue // no time: cannot be placed in the window (GitHub always sends one)
+			}
 			if at.Before(since) {
 				reachedSince = true
 				continue
