@@ -138,9 +138,13 @@ func webhookRequest(url string, body []byte) *http.Request {
 // newClient opens a Redis client as every wakegate process does.
 func newClient(tb testing.TB, url string) *redis.Client {
 	tb.Helper()
-	rdb, err := wgstack.NewClient(url, shards)
+	c, err := wgstack.NewClient(url, shards)
 	if err != nil {
 		tb.Fatal(err)
+	}
+	rdb, ok := c.(*redis.Client)
+	if !ok {
+		tb.Fatalf("perf needs a single-node redis:// URL, got a %T", c)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
 	defer cancel()

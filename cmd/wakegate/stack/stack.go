@@ -8,7 +8,6 @@ package stack
 import (
 	"context"
 	"errors"
-	"fmt"
 	"log/slog"
 	"os"
 	"strconv"
@@ -58,24 +57,6 @@ type Config struct {
 	GitHubApp app.Config
 }
 
-// NewClient opens the Redis client every wakegate process uses: short
-// timeouts and one retry, so that ingress answers 503 within 3 s when
-// Redis is away, and a pool sized for the shards' consumers.
-func NewClient(url string, shards int) (*redis.Client, error) {
-	opt, err := redis.ParseURL(url)
-	if err != nil {
-		return nil, fmt.Errorf("WAKEGATE_REDIS_URL: %w", err)
-	}
-	if shards <= 0 {
-		shards = 16 // journal.Config's default
-	}
-	opt.DialTimeout, opt.ReadTimeout, opt.WriteTimeout = time.Second, 2*time.Second, 2*time.Second
-	opt.MaxRetries = 1
-	opt.ContextTimeoutEnabled = true
-	opt.PoolSize = 64 + 2*shards
-	return redis.NewClient(opt), nil
-}
-
 // Stack is wakegate's state on one Redis and the parts that work on it.
 type Stack struct {
 	Redis     redis.UniversalClient
@@ -104,6 +85,7 @@ func New(rdb redis.UniversalClient, cfg Config, log *slog.Logger, reg *prometheu
 		return nil, err
 	}
 	s := &Stack{Redis: rdb, Log: log, Metrics: reg, prefix: cfg.Prefix}
+	reg.MustRegister(redisUp(rdb))
 	configured := func(repo string) []string {
 		names, _ := required.Lookup(repo)
 		return names
