@@ -29,7 +29,7 @@ func NewServer(rdb redis.UniversalClient, p *Pusher, rel *Releaser, log *slog.Lo
 		Concurrency:              64, // pushes wait on the network, not the CPU
 		Queues:                   map[string]int{p.Queue(): 1},
 		DelayedTaskCheckInterval: time.Second,
-		TaskCheckInterval:        500 * time.Millisecond, // an idle worker polls every 0.25–0.75 s: a due timer waits at most that
+		TaskCheckInterval:        100 * time.Millisecond, // an idle worker polls every 50–150 ms (one small script): a lone push or due timer waits at most that
 		RetryDelayFunc:           p.RetryDelay,
 		IsFailure:                IsFailure,
 		ShutdownTimeout:          15 * time.Second, // an attempt's 10 s timeout and some
