@@ -12,24 +12,11 @@ import (
 // gateway's in-flight budget; on failure it has answered and returns nil.
 // The caller must call release once the body is no longer needed.
 func (s *Server) readBody(c *gin.Context, limit int64) (body []byte, release func()) {
-	if c.Request.ContentLength > limit {
-		abort(c, newProblem(http.StatusRequestEntityTooLarge, "too-large", "body over the size limit"))
+	reserve, ok := s.reserveBody(c, limit)
+	if !ok {
 		return nil, nil
 	}
-	reserve := c.Request.ContentLength
-	if reserve < 0 {
-		reserve = limit // unknown length: reserve the worst case
-	}
-	if s.inflight.Add(reserve) > s.cfg.InflightBytes {
-		s.inflight.Add(-reserve)
-		abort(c, unavailable("too many bytes in flight; retry"))
-		return nil, nil
-	}
-	s.metrics.inflight.Add(float64(reserve))
-	release = func() {
-		s.inflight.Add(-reserve)
-		s.metrics.inflight.Sub(float64(reserve))
-	}
+	release = func() { s.unreserveBody(reserve) }
 	body, err := io.ReadAll(http.MaxBytesReader(c.Writer, c.Request.Body, limit))
 	if err != nil {
 		release()
@@ -42,4 +29,29 @@ func (s *Server) readBody(c *gin.Context, limit int64) (body []byte, release fun
 		return nil, nil
 	}
 	return body, release
+}
+
+// reserveBody checks the declared length against limit and reserves the
+// body's bytes in the in-flight budget; on failure it has answered.
+func (s *Server) reserveBody(c *gin.Context, limit int64) (reserve int64, ok bool) {
+	if c.Request.ContentLength > limit {
+		abort(c, newProblem(http.StatusRequestEntityTooLarge, "too-large", "body over the size limit"))
+		return 0, false
+	}
+	reserve = c.Request.ContentLength
+	if reserve < 0 {
+		reserve = limit // unknown length: reserve the worst case
+	}
+	if s.inflight.Add(reserve) > s.cfg.InflightBytes {
+		s.inflight.Add(-reserve)
+		abort(c, unavailable("too many bytes in flight; retry"))
+		return 0, false
+	}
+	s.metrics.inflight.Add(float64(reserve))
+	return reserve, true
+}
+
+func (s *Server) unreserveBody(reserve int64) {
+	s.inflight.Add(-reserve)
+	s.metrics.inflight.Sub(float64(reserve))
 }

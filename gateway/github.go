@@ -16,7 +16,7 @@ import (
 // githubWebhook is POST /webhooks/github (DESIGN §3): verify, extract the
 // few fields routing needs, commit, answer. Normalizing is a derivation.
 func (s *Server) githubWebhook(c *gin.Context) {
-	body, release := s.readBody(c, s.cfg.MaxBody)
+	body, release := s.readWebhookBody(c, s.cfg.MaxBody)
 	if body == nil {
 		s.metrics.webhooks.WithLabelValues("refused").Inc()
 		return
