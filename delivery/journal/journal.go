@@ -119,6 +119,7 @@ func (j *Journal) AppendArgs() []any {
 //	  call it after appending a terminal event.
 const AppendLua = `
 local wg_ttl, wg_maxlen, wg_notify
+local wg_published = {}
 local function wg_config(ttl, maxlen, notify)
   wg_ttl = tonumber(ttl); wg_maxlen = tonumber(maxlen); wg_notify = notify
 end
@@ -128,7 +129,14 @@ local function wg_append(tag, ev, ws, source, id)
   if got then return got, 0 end
   local sid = redis.call('XADD', tag .. ':journal', 'MAXLEN', '~', wg_maxlen, '*', 'e', ev, 'w', ws)
   redis.call('SET', dk, sid, 'EX', wg_ttl)
-  redis.call('PUBLISH', wg_notify .. ws, tag)
+  -- One message per (workspace, shard) per script call: subscribers
+  -- receive it only once the script has ended, so it announces every
+  -- entry this call appends there (a batch appends hundreds).
+  local pk = ws .. '\0' .. tag
+  if not wg_published[pk] then
+    wg_published[pk] = true
+    redis.call('PUBLISH', wg_notify .. ws, tag)
+  end
   return sid, 1
 end
 local function wg_terminal(tag, ws, subject, typ, time, summary, sid)

@@ -26,24 +26,29 @@ local I, DATA, ws, repo -- the fact being applied (set by tr_apply)
 -- apply_pr folds a pull_request snapshot in. Every payload carries the whole
 -- PR, so the newest by updated_at wins: an older snapshot delivered late
 -- (a draft toggle, a push) changes nothing but the sha index.
-local function apply_pr(p)
+--
+-- cur is HMGET pk base, state, updated_at, head (read once by tr_apply).
+local function apply_pr(p, cur)
   local n = p.number
   local pk = k_pr(repo, n)
   if p.head ~= '' then index(repo, p.head, n) end
-  local cur = redis.call('HMGET', pk, 'state', 'updated_at', 'head')
-  local stored = tonumber(cur[2]) or 0
-  if cur[1] and p.updated_ms > 0 and p.updated_ms < stored then return end
+  local stored = tonumber(cur[3]) or 0
+  if cur[2] and p.updated_ms > 0 and p.updated_ms < stored then return end
   local draft, merged = '0', '0'
   if p.draft then draft = '1' end
   if p.merged then merged = '1' end
-  redis.call('HSET', pk, 'ws', ws, 'repo', repo, 'number', int(n),
+  local fields = { 'ws', ws, 'repo', repo, 'number', int(n),
     'state', p.state, 'draft', draft, 'merged', merged, 'base', p.base,
     'author', p.author, 'title', p.title, 'labels', p.labels,
-    'updated_at', int(math.max(p.updated_ms, stored)))
-  if p.head ~= '' and p.head ~= cur[3] then
+    'updated_at', int(math.max(p.updated_ms, stored)) }
+  if p.head ~= '' and p.head ~= cur[4] then
     -- a new head starts over: its own results, its own settle clock
-    redis.call('HSET', pk, 'head', p.head, 'head_seen_at', int(NOW_MS))
+    fields[#fields + 1] = 'head'
+    fields[#fields + 1] = p.head
+    fields[#fields + 1] = 'head_seen_at'
+    fields[#fields + 1] = int(NOW_MS)
   end
+  redis.call('HSET', pk, unpack(fields))
   if p.state == 'open' then
     redis.call('PERSIST', pk)
     redis.call('PERSIST', k_reviews(repo, n))
@@ -115,10 +120,15 @@ local function journaled_prs(prs)
   return prs
 end
 
--- own_event journals the delivery's own event about subject.
-local function own_event(subject, id, n)
+-- own_event journals the delivery's own event about subject. linked is
+-- the HMGET session, session_ws of PR n when the caller has read it.
+local function own_event(subject, id, n, linked)
   local session
-  if n and n > 0 then session = link(ws, repo, n) end
+  if linked then
+    if linked[1] and linked[2] == ws then session = linked[1] end
+  elseif n and n > 0 then
+    session = link(ws, repo, n)
+  end
   emit({
     id = id, source = I.source, type = I.type, subject = subject,
     time = I.time, workspace = ws, sessionid = session,
@@ -137,16 +147,22 @@ local function tr_apply(input, data)
   -- 1. Which PRs the fact reaches; stop before any write if a base's
   --    required checks are unknown.
   local targets = {}
+  local cur -- a pull_request fact: its PR's stored base, state, updated_at, head, session, session_ws
   if I.pr then
     targets = { I.pr.number }
+    cur = redis.call('HMGET', k_pr(repo, I.pr.number), 'base', 'state', 'updated_at', 'head', 'session', 'session_ws')
   elseif I.review then
     targets = { I.review.number }
   elseif I.check then
     targets = check_prs(I.check)
   end
   local bases = {}
-  for _, n in ipairs(targets) do
-    bases[#bases + 1] = redis.call('HGET', k_pr(repo, n), 'base') or nil
+  if cur then
+    bases[#bases + 1] = cur[1] or nil
+  else
+    for _, n in ipairs(targets) do
+      bases[#bases + 1] = redis.call('HGET', k_pr(repo, n), 'base') or nil
+    end
   end
   if I.pr then bases[#bases + 1] = I.pr.base end
   local missing = missing_required(bases)
@@ -156,14 +172,17 @@ local function tr_apply(input, data)
   end
 
   -- 2. Fold the fact into the tracker.
-  if I.pr then apply_pr(I.pr) end
+  if I.pr then apply_pr(I.pr, cur) end
   if I.review then apply_review(I.review) end
   if I.check then apply_check(I.check) end
 
   -- 3. The delivery's own event(s).
   if I.type ~= '' then
     if I.subject ~= '' or not I.check then
-      own_event(I.subject, I.id ~= '' and I.id or I.guid, I.number)
+      -- apply_pr writes none of the link's fields: what cur read stands
+      local linked
+      if cur and I.number == I.pr.number then linked = { cur[5], cur[6] } end
+      own_event(I.subject, I.id ~= '' and I.id or I.guid, I.number, linked)
     else
       local base_id = I.id ~= '' and I.id or I.guid
       local prs = journaled_prs(targets)
