@@ -15,10 +15,11 @@ import (
 // for 30 s does not move the p99 of other recipients' pushes": with the
 // Asynq concurrency serve runs (64) and the default 10 s attempt timeout,
 // 200 pushes to 20 other recipients are timed (enqueue to receipt) once
-// alone and once while an endpoint that answers only after 30 s holds ten
-// attempts open — more than the default rate cap (3 per 30 s) lets one
-// recipient have. The second p99 must stay within a second of the first:
-// a hanging endpoint that took the others' workers would add its 10 s.
+// alone and once while 100 wakes wait for an endpoint that answers only
+// after 30 s — more than the server's workers. The per-endpoint bound
+// (Config.PerEndpoint, 8) lets 8 attempts hang and defers the rest; the
+// second p99 must stay within a second of the first: a hanging endpoint
+// that took the others' workers would add its 10 s.
 func TestHangingEndpointKeepsOthersP99(t *testing.T) {
 	if testing.Short() {
 		t.Skip("times 400 pushes")
@@ -70,11 +71,16 @@ func TestHangingEndpointKeepsOthersP99(t *testing.T) {
 		return lat[len(lat)*99/100]
 	}
 	alone := round()
-	for range 10 {
+	// More wakes to the hanging endpoint than the server has workers (64):
+	// without a per-endpoint bound they would hold every worker.
+	for range 100 {
 		e.wake("human:hangs")
 	}
-	eventually(t, 10*time.Second, "ten attempts hanging", func() bool { return hang.count() == 10 })
+	eventually(t, 10*time.Second, "attempts hanging", func() bool { return hang.count() >= 8 })
 	withHang := round()
+	if n := hang.count(); n != 8 {
+		t.Fatalf("%d attempts reached the hanging endpoint at once, want the per-endpoint bound, 8", n)
+	}
 	for _, r := range hang.got() {
 		if !r.done.IsZero() {
 			t.Fatal("a hanging attempt ended during the round: the round did not overlap the hang")

@@ -28,6 +28,7 @@ import (
 	"net/url"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/hibiken/asynq"
@@ -78,6 +79,11 @@ type Config struct {
 	// Guard keeps pushes off internal networks; nil refuses every private
 	// address.
 	Guard *dpush.Guard
+	// PerEndpoint bounds the attempts in flight to one endpoint in this
+	// process, so an endpoint that hangs holds at most that many of the
+	// server's workers; more are deferred a second, consuming no attempt.
+	// Default 8.
+	PerEndpoint int
 }
 
 // Queue is the Asynq queue of a deployment's pushes: Asynq's keys do not
@@ -113,6 +119,7 @@ type Pusher struct {
 	// onDeadLetter is told of every dead letter (the Escalator hooks
 	// itself in): its entries escalate at once (DESIGN §8).
 	onDeadLetter func(ctx context.Context, workspace, party, ck string, seqs []int64) error
+	inflight     inflight
 }
 
 // New returns a pusher: client enqueues on rdb's Asynq, box is acked for
@@ -133,6 +140,9 @@ func New(rdb redis.UniversalClient, client *asynq.Client, box *inbox.Inbox, endp
 	}
 	if cfg.Breaker.ProbeFor <= 0 {
 		cfg.Breaker.ProbeFor = cfg.Timeout + 5*time.Second
+	}
+	if cfg.PerEndpoint <= 0 {
+		cfg.PerEndpoint = 8
 	}
 	if log == nil {
 		log = slog.Default()
@@ -161,10 +171,35 @@ func New(rdb redis.UniversalClient, client *asynq.Client, box *inbox.Inbox, endp
 		dead:      dpush.NewDeadLetters(rdb, cfg.Prefix, 0),
 		http: &http.Client{Transport: tr, Timeout: cfg.Timeout,
 			CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }},
-		log: log.With("component", "push"),
-		m:   newMetrics(reg),
-		now: time.Now,
+		log:      log.With("component", "push"),
+		m:        newMetrics(reg),
+		now:      time.Now,
+		inflight: inflight{max: cfg.PerEndpoint, n: map[string]int{}},
 	}
+}
+
+// inflight counts the attempts in flight per endpoint in this process.
+type inflight struct {
+	mu  sync.Mutex
+	max int
+	n   map[string]int
+}
+
+// acquire takes a slot for key; ok is false when key has max in flight.
+func (f *inflight) acquire(key string) (release func(), ok bool) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.n[key] >= f.max {
+		return nil, false
+	}
+	f.n[key]++
+	return func() {
+		f.mu.Lock()
+		defer f.mu.Unlock()
+		if f.n[key]--; f.n[key] == 0 {
+			delete(f.n, key)
+		}
+	}, true
 }
 
 // Queue is the Asynq queue the pusher's tasks go to.
@@ -311,12 +346,19 @@ func (p *Pusher) sentKey(id string) string { return p.cfg.Prefix + ":push:sent:"
 // routing within it does not send it again.
 const sentTTL = 24 * time.Hour
 
-// DeferredError defers a push without consuming an attempt: the
-// endpoint's circuit breaker is open (or probing) until Until.
-type DeferredError struct{ Until time.Time }
+// DeferredError defers a push until Until without consuming an attempt:
+// the endpoint's circuit breaker is open (or probing), or Why.
+type DeferredError struct {
+	Until time.Time
+	Why   string // "" : the circuit breaker
+}
 
 func (e *DeferredError) Error() string {
-	return "circuit breaker open until " + e.Until.UTC().Format(time.RFC3339)
+	why := e.Why
+	if why == "" {
+		why = "circuit breaker open"
+	}
+	return why + "; deferred until " + e.Until.UTC().Format(time.RFC3339)
 }
 
 // infraError is a failure of wakegate's own storage: retried soon,
@@ -438,6 +480,14 @@ func (p *Pusher) ProcessTask(ctx context.Context, t *asynq.Task) error {
 	if !allowed && retried < maxRetry { // past MaxRetry a deferral would be archived: attempt anyway
 		p.m.deferred.Inc()
 		return &DeferredError{Until: wait}
+	}
+	release, ok := p.inflight.acquire(pl.Workspace + "\x00" + pl.Party)
+	if !ok && retried < maxRetry {
+		p.m.deferred.Inc()
+		return &DeferredError{Until: p.now().Add(time.Second), Why: "as many attempts as allowed are in flight to this endpoint"}
+	}
+	if ok {
+		defer release()
 	}
 	start := p.now()
 	status, retryAfter, sendErr := p.send(ctx, ep, pl, start)
