@@ -190,6 +190,9 @@ func (d *Deriver) handle(ctx context.Context, shard int, msgs []redis.XMessage) 
 		d.m.derived.WithLabelValues("retry").Add(float64(len(msgs)))
 		return
 	}
+	// Nothing derived keeps a body (facts copy what they take), so the
+	// batch's bodies go back to the pool once it is handled.
+	defer ingest.Release(raws)
 	facts := make([]*github.Fact, len(recs))
 	errs := make([]error, len(recs))
 	var wg sync.WaitGroup
