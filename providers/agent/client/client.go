@@ -360,4 +360,3 @@ func NewID() string {
 	_, _ = crand.Read(b[:])
 	return hex.EncodeToString(b[:])
 }
-
