@@ -917,6 +917,17 @@ func TestKubernetesManifests(t *testing.T) {
 		t.Errorf("k8s: %d gateway and %d worker Deployments; want both", count["gateway"], count["worker"])
 	}
 	checkShardsAlert(t, "k8s", shards)
+	// With kubectl at hand, kustomize builds the whole set.
+	if kubectl, err := exec.LookPath("kubectl"); err == nil {
+		out, err := exec.Command(kubectl, "kustomize", dir).CombinedOutput()
+		if err != nil {
+			t.Errorf("kubectl kustomize %s: %v\n%s", dir, err, out)
+		} else if n := bytes.Count(out, []byte("\nkind: Deployment\n")); n != len(byKind["Deployment"]) {
+			t.Errorf("kubectl kustomize %s: %d Deployments, want %d", dir, n, len(byKind["Deployment"]))
+		}
+	} else {
+		t.Log("kubectl not installed: kustomization.yaml not built")
+	}
 }
 
 // checkSecretFile: a <NAME>_FILE path is a key of the Secret, mounted
