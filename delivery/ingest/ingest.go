@@ -98,15 +98,13 @@ const (
 var commitDeliveryScript = redis.NewScript(`
 local ttl = tonumber(ARGV[1])
 if ARGV[3] ~= '1' then
-  if redis.call('EXISTS', KEYS[1]) == 1 then return {1, ''} end
-  local first = redis.call('GET', KEYS[2])
-  if first then return {2, first} end
+  local seen = redis.call('MGET', KEYS[1], KEYS[2])
+  if seen[1] then return {1, ''} end
+  if seen[2] then return {2, seen[2]} end
 end
 -- data first, markers after: within one script it is atomic either way,
 -- but this is the order that stays safe if the script is ever split.
-if redis.call('EXISTS', KEYS[3]) == 0 then
-  redis.call('SET', KEYS[3], ARGV[2], 'EX', ttl)
-end
+redis.call('SET', KEYS[3], ARGV[2], 'EX', ttl, 'NX')
 local id = ''
 if ARGV[6] == '1' then
   id = redis.call('XADD', KEYS[4], 'MAXLEN', '~', ARGV[7], '*', 'g', ARGV[4], 'h', ARGV[5], 'r', ARGV[3])
