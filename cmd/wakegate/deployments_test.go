@@ -573,7 +573,7 @@ func TestComposeFile(t *testing.T) {
 		p := start(t, c)
 		count[p.role]++
 		shards = append(shards, p.cfg.Shards)
-		if u, err := url0(p.cfg.RedisURL); err == nil && p.role != "serve" {
+		if u, err := redisHost(p.cfg.RedisURL); err == nil && p.role != "serve" {
 			if _, ok := services[u]; !ok {
 				t.Errorf("%s: WAKEGATE_REDIS_URL names host %q, not a service of this file", where, u)
 			}
@@ -602,6 +602,16 @@ func TestComposeFile(t *testing.T) {
 	if len(images) != 1 {
 		t.Errorf("compose.yaml: wakegate services use images %v; want one", images)
 	}
+	// The same image name as Kubernetes'.
+	for _, k := range readYAML(t, filepath.Join(deployDir, "k8s", "kustomization.yaml")) {
+		for _, im := range list(k["images"]) {
+			for img := range images {
+				if repo, _, _ := strings.Cut(img, ":"); repo != str(get(im, "name")) {
+					t.Errorf("compose.yaml builds %s, the Kubernetes manifests run %s", img, get(im, "name"))
+				}
+			}
+		}
+	}
 	if redisService == "" {
 		t.Fatal("compose.yaml: no redis service")
 	}
@@ -617,8 +627,8 @@ func TestComposeFile(t *testing.T) {
 	checkShardsAlert(t, "compose.yaml", shards)
 }
 
-// url0 is the host of a redis:// URL.
-func url0(raw string) (string, error) {
+// redisHost is the host of a redis:// URL.
+func redisHost(raw string) (string, error) {
 	_, rest, ok := strings.Cut(raw, "://")
 	if !ok {
 		return "", errors.New("no scheme")
