@@ -87,6 +87,10 @@ type Deps struct {
 	// a PR subscribed to.
 	GitHubSweep    githubSweeper
 	GitHubBaseline githubBaseline
+
+	// Health runs the health sweep's checks (package workers/health); nil
+	// serves no /v1/health/supervision.
+	Health healthReporter
 }
 
 // Server is the gateway.
@@ -248,6 +252,7 @@ func (s *Server) routes() http.Handler {
 	v1.POST("/sessions/:id/messages", s.requireScope("events:push"), s.sendMessage)
 	v1.GET("/workspace/supervision", s.requireScope("admin"), s.getWorkspaceSupervision)
 	v1.PUT("/workspace/supervision", s.requireScope("admin"), s.putWorkspaceSupervision)
+	s.healthRoutes(v1)
 	s.holdRoutes(v1) // presence and quiet (DESIGN §6)
 
 	// Operators, every workspace (DESIGN §10).

@@ -35,6 +35,9 @@ type config struct {
 	SessionTTL     time.Duration
 	PresenceTTL    time.Duration
 	ReadySettle    time.Duration
+	MaxTurn        time.Duration
+	PRStuckAfter   time.Duration
+	HealthEvery    time.Duration
 	Retention      time.Duration
 	JournalMaxLen  int64
 	Shards         int
@@ -98,6 +101,9 @@ func settings() []setting {
 		{"WAKEGATE_SESSION_TTL", "10m", "a session seen then silent this long is dead", false, dur(func(c *config) *time.Duration { return &c.SessionTTL })},
 		{"WAKEGATE_PRESENCE_TTL", "30m", "how long PUT /v1/presence marks a recipient attended when it gives no \"for\"", false, dur(func(c *config) *time.Duration { return &c.PresenceTTL })},
 		{"WAKEGATE_READY_SETTLE", "60s", "with no required checks and nothing reported, how long before a PR counts as ready", false, dur(func(c *config) *time.Duration { return &c.ReadySettle })},
+		{"WAKEGATE_MAX_TURN", "1h", "a session busy this long with no heartbeat is stalled (the health sweep journals session.stalled)", false, dur(func(c *config) *time.Duration { return &c.MaxTurn })},
+		{"WAKEGATE_PR_STUCK_AFTER", "6h", "an open PR, not a draft, with the same head and no new check result this long is stuck (github.pull_request.stuck)", false, dur(func(c *config) *time.Duration { return &c.PRStuckAfter })},
+		{"WAKEGATE_HEALTH_EVERY", "1m", "period of the health sweep (invariants, repairs, stalled and stuck), once per tick across workers", false, dur(func(c *config) *time.Duration { return &c.HealthEvery })},
 		{"WAKEGATE_RETENTION", "72h", "how long the journal and raw deliveries are kept", false, dur(func(c *config) *time.Duration { return &c.Retention })},
 		{"WAKEGATE_JOURNAL_MAXLEN", "10000000", "about how many journal entries are kept in all", false, func(c *config, v string) error {
 			_, err := fmt.Sscan(v, &c.JournalMaxLen)

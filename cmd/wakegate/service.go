@@ -77,6 +77,7 @@ func runService(ctx context.Context, role string, args []string, stdout, stderr 
 		RequiredChecks: cfg.RequiredChecks, ReadySettle: cfg.ReadySettle, SessionTTL: cfg.SessionTTL,
 		PushRetry: cfg.PushRetry, AllowPrivateEndpoints: cfg.AllowPrivateEndpoints,
 		Workspaces: cfg.Workspaces, GitHubApp: cfg.gitHubApp(),
+		MaxTurn: cfg.MaxTurn, PRStuckAfter: cfg.PRStuckAfter, HealthEvery: cfg.HealthEvery,
 	}, log, reg)
 	if err != nil {
 		return err

@@ -31,6 +31,7 @@ import (
 	"github.com/wakegate/wakegate/providers/github"
 	"github.com/wakegate/wakegate/providers/github/app"
 	"github.com/wakegate/wakegate/workers/derive"
+	"github.com/wakegate/wakegate/workers/health"
 	pushw "github.com/wakegate/wakegate/workers/push"
 	"github.com/wakegate/wakegate/workers/route"
 	"github.com/wakegate/wakegate/workers/schedule"
@@ -55,6 +56,9 @@ type Config struct {
 	// WAKEGATE_GITHUB_API_URL); without a private key the App features
 	// are off.
 	GitHubApp app.Config
+	// The health sweep (DESIGN §9, §11): WAKEGATE_MAX_TURN (default 1h),
+	// WAKEGATE_PR_STUCK_AFTER (6h), WAKEGATE_HEALTH_EVERY (its period, 1m).
+	MaxTurn, PRStuckAfter, HealthEvery time.Duration
 }
 
 // Stack is wakegate's state on one Redis and the parts that work on it.
@@ -75,7 +79,10 @@ type Stack struct {
 	Release   *pushw.Releaser
 	prefix    string
 	Escalate  *pushw.Escalator
+	Health    *health.Sweeper
 	GitHub    *GitHubApp // nil without a GitHub App
+
+	healthEvery time.Duration // WAKEGATE_HEALTH_EVERY
 }
 
 // New assembles the stores on rdb. Metrics are registered on reg.
@@ -123,6 +130,15 @@ func New(rdb redis.UniversalClient, cfg Config, log *slog.Logger, reg *prometheu
 	// Escalation (DESIGN §8): one timer per recipient on the push queue;
 	// it hooks itself into the pusher's dead letters.
 	s.Escalate = pushw.NewEscalator(s.Push, s.Release, s.Sessions, s.Sup, s.Journal, log, reg)
+	// The health sweep (DESIGN §9): the workers run it periodically, the
+	// gateway on GET /v1/health/supervision.
+	s.Health = health.New(health.Deps{Redis: rdb, Journal: s.Journal, Sessions: s.Sessions, Subs: s.Subs, Sup: s.Sup,
+		Inbox: s.Inbox, Endpoints: s.Endpoints, Tracker: s.Tracker, Escalator: s.Escalate, Log: log, Registerer: reg},
+		health.Config{Prefix: cfg.Prefix, SessionTTL: cfg.SessionTTL, MaxTurn: cfg.MaxTurn, StuckAfter: cfg.PRStuckAfter})
+	s.healthEvery = cfg.HealthEvery
+	if s.healthEvery <= 0 {
+		s.healthEvery = time.Minute
+	}
 	if s.GitHub != nil {
 		s.GitHub.reconciler(s)
 	}
@@ -148,6 +164,9 @@ func (s *Stack) Workers() (components []func(context.Context) error, ready func(
 	periodic.Every("trim-journal", time.Minute, func(ctx context.Context, now time.Time) error {
 		return errors.Join(s.Journal.Trim(ctx, now), s.Ingest.Trim(ctx, now))
 	})
+	// The health sweep (DESIGN §9): invariants, repairs, session.stalled
+	// and github.pull_request.stuck.
+	periodic.Every("health", s.healthEvery, s.Health.Pass)
 	asynqServer.Handle(pushw.TypeEscalate, s.Escalate)
 	components = []func(context.Context) error{
 		d.Run,
@@ -173,7 +192,7 @@ func (s *Stack) Gateway(cfg gateway.Config, verifier *agent.Verifier, ready func
 		Verifier: verifier, Subs: s.Subs, Sup: s.Sup, Inbox: s.Inbox,
 		Registry: s.Metrics, Gatherer: s.Metrics, Ready: ready,
 		Endpoints: s.Endpoints, DeadLetters: s.Push,
-		Holds: s.Holds, Releaser: s.Release,
+		Holds: s.Holds, Releaser: s.Release, Health: s.Health,
 	}
 	if s.GitHub != nil {
 		deps.Linker = watchingLinker{s.Tracker, s.GitHub.Reconcile, s.Log}
