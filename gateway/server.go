@@ -254,6 +254,7 @@ func (s *Server) routes() http.Handler {
 	v1.PUT("/workspace/supervision", s.requireScope("admin"), s.putWorkspaceSupervision)
 	s.healthRoutes(v1)
 	s.holdRoutes(v1) // presence and quiet (DESIGN §6)
+	s.mcpRoutes(r)   // the same, as MCP tools (DESIGN §10)
 
 	// Operators, every workspace (DESIGN §10).
 	admin := r.Group("/admin", s.authenticate, s.requireScope("operator"))

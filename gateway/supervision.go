@@ -40,10 +40,15 @@ const leaseLostType = "supervision.lease_lost"
 func sessionParam(c *gin.Context) (string, bool) {
 	id := c.Param("id")
 	if !event.ValidID(id) {
-		abort(c, newProblem(http.StatusBadRequest, "malformed", "session id must match ^[A-Za-z0-9._-]{1,128}$"))
+		abort(c, sessionIDProblem())
 		return "", false
 	}
 	return id, true
+}
+
+// sessionIDProblem answers a session id event.ValidID refuses.
+func sessionIDProblem() *problem {
+	return newProblem(http.StatusBadRequest, "malformed", "session id must match ^[A-Za-z0-9._-]{1,128}$")
 }
 
 // jsonBody reads a small JSON object into v, refusing unknown fields; on
