@@ -128,9 +128,18 @@ func (d *Deriver) ensureGroup(ctx context.Context, shard int) error {
 	return nil
 }
 
+// consume derives one shard's records as they come, in two stages: while
+// a batch is folded into the tracker and acknowledged (Redis), the next
+// one is read and normalized (CPU). Batches finish in the order read.
 func (d *Deriver) consume(ctx context.Context, shard int) {
 	backoff := newBackoff()
 	stream := d.store.StreamKey(shard)
+	var finishing chan struct{} // closed when the previous batch has finished
+	defer func() {
+		if finishing != nil {
+			<-finishing
+		}
+	}()
 	for ctx.Err() == nil {
 		d.beats[shard].Store(time.Now().UnixMilli())
 		res, err := d.rdb.XReadGroup(ctx, &redis.XReadGroupArgs{
@@ -152,7 +161,20 @@ func (d *Deriver) consume(ctx context.Context, shard int) {
 		}
 		backoff.reset()
 		for _, st := range res {
-			d.handle(ctx, shard, st.Messages)
+			b := d.prepare(ctx, shard, st.Messages)
+			if finishing != nil {
+				<-finishing
+				finishing = nil
+			}
+			if b == nil {
+				continue
+			}
+			done := make(chan struct{})
+			finishing = done
+			go func() {
+				defer close(done)
+				d.finish(ctx, b)
+			}()
 		}
 	}
 }
@@ -177,38 +199,66 @@ func (d *Deriver) Healthy() error {
 // A record that fails for a reason that may pass stays pending: the relay
 // re-runs it once it has been idle a while.
 func (d *Deriver) handle(ctx context.Context, shard int, msgs []redis.XMessage) {
-	start := time.Now()
-	recs := make([]ingest.Record, len(msgs))
-	for i, m := range msgs {
-		recs[i] = ingest.ParseRecord(shard, m)
+	if b := d.prepare(ctx, shard, msgs); b != nil {
+		d.finish(ctx, b)
 	}
-	raws, rawErrs, err := d.store.Raws(ctx, shard, recs)
+}
+
+// batch is a read batch prepared for the tracker.
+type batch struct {
+	shard   int
+	start   time.Time
+	recs    []ingest.Record
+	raws    []*ingest.Delivery
+	rawErrs []error
+	facts   []*github.Fact
+	errs    []error
+}
+
+// prepare reads a batch's raw deliveries and normalizes them in parallel;
+// nil when the raw deliveries could not be read (the batch stays pending).
+// It writes nothing, so the consumer prepares the next batch while the
+// previous one is being folded in.
+func (d *Deriver) prepare(ctx context.Context, shard int, msgs []redis.XMessage) *batch {
+	b := &batch{shard: shard, start: time.Now(), recs: make([]ingest.Record, len(msgs))}
+	for i, m := range msgs {
+		b.recs[i] = ingest.ParseRecord(shard, m)
+	}
+	var err error
+	b.raws, b.rawErrs, err = d.store.Raws(ctx, shard, b.recs)
 	if err != nil {
 		if ctx.Err() == nil {
 			d.log.Warn("read raw deliveries; will retry", "shard", shard, "err", err)
 		}
 		d.m.derived.WithLabelValues("retry").Add(float64(len(msgs)))
-		return
+		return nil
 	}
-	// Nothing derived keeps a body (facts copy what they take), so the
-	// batch's bodies go back to the pool once it is handled.
-	defer ingest.Release(raws)
-	facts := make([]*github.Fact, len(recs))
-	errs := make([]error, len(recs))
+	b.facts = make([]*github.Fact, len(b.recs))
+	b.errs = make([]error, len(b.recs))
 	var wg sync.WaitGroup
 	sem := make(chan struct{}, 4*runtime.GOMAXPROCS(0))
-	for i := range recs {
-		if rawErrs[i] != nil || raws[i].Ignored != "" {
+	for i := range b.recs {
+		if b.rawErrs[i] != nil || b.raws[i].Ignored != "" {
 			continue
 		}
 		wg.Add(1)
 		sem <- struct{}{}
 		go func() {
 			defer func() { <-sem; wg.Done() }()
-			facts[i], errs[i] = normalize(raws[i])
+			b.facts[i], b.errs[i] = normalize(b.raws[i])
 		}()
 	}
 	wg.Wait()
+	// Nothing derived keeps a body (facts copy what they take), so the
+	// batch's bodies go back to the pool now.
+	ingest.Release(b.raws)
+	return b
+}
+
+// finish folds a prepared batch into the tracker and acknowledges what it
+// derived. Batches of one shard must finish in the order they were read.
+func (d *Deriver) finish(ctx context.Context, b *batch) {
+	shard, recs, raws, rawErrs, facts, errs := b.shard, b.recs, b.raws, b.rawErrs, b.facts, b.errs
 	// Fold the batch into the tracker: one script call per journal shard,
 	// every fact in stream order (ApplyBatch). What it could not fold in,
 	// and the records that are not tracker input (expired, ignored,
@@ -216,6 +266,8 @@ func (d *Deriver) handle(ctx context.Context, shard int, msgs []redis.XMessage) 
 	// stream order, different subjects concurrently (the tracker script is
 	// atomic per repository, so they cannot interleave inside it).
 	applied := d.applyBatch(ctx, recs, raws, rawErrs, facts, errs)
+	var wg sync.WaitGroup
+	sem := make(chan struct{}, 4*runtime.GOMAXPROCS(0))
 	var order []string
 	groups := map[string][]int{}
 	for i := range recs {
@@ -272,7 +324,7 @@ func (d *Deriver) handle(ctx context.Context, shard int, msgs []redis.XMessage) 
 			d.log.Warn("ack ingest records", "shard", shard, "err", err)
 		}
 	}
-	d.m.duration.Observe(time.Since(start).Seconds() / float64(len(msgs)))
+	d.m.duration.Observe(time.Since(b.start).Seconds() / float64(len(recs)))
 }
 
 // applyBatch folds every record of the batch that is tracker input into
