@@ -208,3 +208,34 @@ func TestUnchangedSubjectsSkipped(t *testing.T) {
 		t.Fatalf("at the resync: %d sessions, want 31", st.Sessions)
 	}
 }
+
+// Seed 003: a session paused until a time (a known wait declared while
+// busy) still stalls, and its stalled alarm surfaces at first sight; the
+// next one within the resurface interval is held back by the router
+// (inbox-only: in the controller's inbox, waking nobody).
+func TestStalledPausedSession(t *testing.T) {
+	w := newWorld(t, health.Config{MaxTurn: time.Hour})
+	w.settings(`{"default_controller": "human:ops"}`)
+	w.spawn("boss", "")
+	w.spawn("p1", "boss")
+	w.push("session:p1", "p1", "session.turn_started", "")
+	w.now = w.at(time.Minute)
+	w.push("session:p1", "p1", "session.paused", `{"until":"`+w.at(10*time.Hour).UTC().Format(time.RFC3339)+`","reason":"waiting on CI"}`)
+	w.routeAll()
+	w.sweep(w.sw, w.at(time.Hour))
+	w.routeAll()
+	first, err := w.box.Get(w.ctx, ws, "session:boss", "session:p1")
+	if err != nil || first == nil || first.Type != "session.stalled" || !first.Wake {
+		t.Fatalf("boss's entry after the first stall: %+v, %v; want it to wake (first sight)", first, err)
+	}
+	w.now = w.at(90 * time.Minute)
+	w.push("session:p1", "p1", "session.heartbeat", "")
+	if st := w.sweep(w.sw, w.at(150*time.Minute)); st.Synthesized != 1 {
+		t.Fatalf("the second silence: %+v", st)
+	}
+	w.routeAll()
+	second, err := w.box.Get(w.ctx, ws, "session:boss", "session:p1")
+	if err != nil || second == nil || second.Count != first.Count+1 || second.Wake || second.Kind != "digest" {
+		t.Fatalf("boss's entry after the second stall: %+v, %v; want it folded in, waking nobody", second, err)
+	}
+}
