@@ -297,7 +297,7 @@ func pr(repo, action string, n int, head string, updated time.Time, mods ...func
 func checkRun(repo, sha, name, result string, when time.Time, n int) *github.Fact {
 	data, _ := json.Marshal(map[string]any{"repo": repo, "sha": sha, "name": name, "result": result})
 	f := &github.Fact{Event: "check_run", Action: "completed", Repo: repo, Type: "github.check_run.completed", Time: when,
-		Check: &github.CheckFact{SHA: sha, Name: name, Result: result, At: when, PRs: []int{n}},
+		Check:   &github.CheckFact{SHA: sha, Name: name, Result: result, At: when, PRs: []int{n}},
 		Summary: "check " + name + " " + result, Data: data}
 	f.Priority = event.DefaultPriority(f.Type, f.Data)
 	return f

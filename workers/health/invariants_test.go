@@ -23,7 +23,7 @@ func TestReportNamesEveryInvariant(t *testing.T) {
 	const repo = "org/app"
 	prSubj := event.PRSubject(repo, 5)
 
-	w.spawn("orphan", "") // I1: a root, no default controller
+	w.spawn("orphan", "")                                                     // I1: a root, no default controller
 	w.push("session:orphan", "orphan", "session.turn_ended", `{"idle":true}`) // I2: nobody to hear it: a fault
 	// ghost never makes a request and has no endpoint: kid's turn end
 	// reaches its inbox (I3, I7) and its check will be overdue (I2).
