@@ -11,6 +11,7 @@ import (
 	"github.com/gin-gonic/gin"
 	"github.com/hibiken/asynqmon"
 	"github.com/redis/go-redis/v9"
+	"github.com/redis/go-redis/v9/maintnotifications"
 )
 
 // monitorPath is where asynqmon is mounted (DESIGN §10: operator only).
@@ -20,12 +21,23 @@ const monitorPath = "/monitor"
 // rdb's options (asynqmon closes the client it is given), or nil when rdb
 // is neither a single-node nor a cluster client.
 func newMonitor(rdb redis.UniversalClient) *asynqmon.HTTPHandler {
+	// The copy of an initialised client's options must not set up
+	// maintenance notifications a second time (go-redis logs a failure).
+	off := &maintnotifications.Config{Mode: maintnotifications.ModeDisabled}
 	var opt connOpt
 	switch c := rdb.(type) {
 	case *redis.Client:
-		opt.make = func() redis.UniversalClient { return redis.NewClient(c.Options()) }
+		opt.make = func() redis.UniversalClient {
+			o := *c.Options()
+			o.MaintNotificationsConfig = off
+			return redis.NewClient(&o)
+		}
 	case *redis.ClusterClient:
-		opt.make = func() redis.UniversalClient { return redis.NewClusterClient(c.Options()) }
+		opt.make = func() redis.UniversalClient {
+			o := *c.Options()
+			o.MaintNotificationsConfig = off
+			return redis.NewClusterClient(&o)
+		}
 	default:
 		return nil
 	}

@@ -52,8 +52,8 @@ func New(rdb redis.UniversalClient, prefix, owner string, log *slog.Logger, reg 
 	}
 	return &Scheduler{rdb: rdb, prefix: prefix, owner: owner, log: log.With("component", "schedule"), now: time.Now,
 		runs: promauto.With(reg).NewCounterVec(prometheus.CounterOpts{Name: "wakegate_schedule_runs_total",
-			Help: "Periodic job passes by job and outcome (ok, failed; skipped when another process had the tick)."},
-			[]string{"job", "outcome"})}
+			Help: "Periodic job passes by task (the job's name) and outcome (ok, failed; skipped when another process had the tick)."},
+			[]string{"task", "outcome"})}
 }
 
 // Every adds a job run every period (at least a second). Call before Run.
