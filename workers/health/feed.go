@@ -33,6 +33,10 @@ const (
 	feedRounds = 20
 )
 
+// keyTTL is how long a session's drivers and a party's wakes outlive
+// their last addition: past the hour they are all out of the window.
+const keyTTL = 2 * window
+
 // posScript moves stream positions forward only.
 //
 // KEYS[1] <prefix>:health:pos; ARGV pairs of field, stream id.
@@ -204,6 +208,7 @@ func (f *filer) event(ctx context.Context, e *event.Event, streamID string) {
 		}
 		if strings.HasPrefix(subj, "session:") {
 			f.pipe.ZAddGT(ctx, s.drvKey(ws, subj), redis.Z{Score: ms, Member: d.Source})
+			f.pipe.Expire(ctx, s.drvKey(ws, subj), keyTTL)
 		}
 	case "wakegate.fault.undeliverable":
 		b, _ := json.Marshal(faultRef{Seq: e.Seq, ID: e.ID, Subject: e.Subject, Type: d.Type, Summary: e.Summary})
@@ -213,6 +218,7 @@ func (f *filer) event(ctx context.Context, e *event.Event, streamID string) {
 		if _, err := event.ParseParty(d.To); err == nil {
 			f.pipe.SAdd(ctx, s.activeKey(ws), d.To)
 			f.pipe.ZAddNX(ctx, s.wakesKey(ws, d.To), redis.Z{Score: ms, Member: digest("escalated\x00" + e.ID)})
+			f.pipe.Expire(ctx, s.wakesKey(ws, d.To), keyTTL)
 		}
 	}
 }
@@ -270,6 +276,7 @@ func (f *filer) deliveries(ctx context.Context, entries []ledgerEntry) error {
 		if found[i] && decided[i].Wake {
 			at, _ := streamTime(le.id)
 			f.pipe.ZAddNX(ctx, f.s.wakesKey(ws, le.to), redis.Z{Score: float64(at.UnixMilli()), Member: digest(le.source + "\x00" + le.evid)})
+			f.pipe.Expire(ctx, f.s.wakesKey(ws, le.to), keyTTL)
 		}
 	}
 	return nil

@@ -216,7 +216,7 @@ func (s *Sweeper) Sweep(ctx context.Context, now time.Time) (Stats, error) {
 	slices.Sort(wss)
 	var errs []error
 	for _, ws := range wss {
-		wst, err := s.pass(ctx, ws, now, true)
+		wst, _, err := s.pass(ctx, ws, now, true)
 		st.add(wst)
 		if err != nil {
 			errs = append(errs, fmt.Errorf("workspace %s: %w", ws, err))
@@ -241,11 +241,11 @@ func (s *Sweeper) Report(ctx context.Context, workspace string, now time.Time) (
 	if err != nil {
 		return nil, err
 	}
-	st, err := s.pass(ctx, workspace, now, false)
+	st, overlay, err := s.check(ctx, workspace, now)
 	if err != nil {
 		return nil, err
 	}
-	r, err := s.report(ctx, workspace, now)
+	r, err := s.report(ctx, workspace, now, overlay)
 	if err != nil {
 		return nil, err
 	}
@@ -269,6 +269,17 @@ type run struct {
 	pipe     redis.Pipeliner // findings and queue writes, executed at the end
 	st       Stats
 	ended    map[string]bool // subject → ended, read once per pass
+	// overlay holds a report's findings (inv → item → finding, nil when
+	// cleared) instead of writing them: a report writes nothing a
+	// concurrent periodic pass could find stale.
+	overlay map[string]map[string]*finding
+}
+
+// check is a report's pass: the periodic pass's evaluations of one
+// workspace without repairs, synthesis or writes; it returns the findings
+// it made, to read over the stored ones.
+func (s *Sweeper) check(ctx context.Context, ws string, now time.Time) (Stats, map[string]map[string]*finding, error) {
+	return s.pass(ctx, ws, now, false)
 }
 
 // pass evaluates one workspace: the subjects whose journal position moved
@@ -276,19 +287,22 @@ type run struct {
 // supervisor (a lease taken is not journaled), and the active parties whose
 // counters moved. With repair it consumes T:dirty, writes T:due and T:pver
 // and repairs; without, it writes findings only.
-func (s *Sweeper) pass(ctx context.Context, ws string, now time.Time, repair bool) (Stats, error) {
+func (s *Sweeper) pass(ctx context.Context, ws string, now time.Time, repair bool) (Stats, map[string]map[string]*finding, error) {
 	settings, err := s.sup.Settings(ctx, ws)
 	if err != nil {
-		return Stats{}, err
+		return Stats{}, nil, err
 	}
 	r := &run{s: s, ws: ws, now: now, repair: repair, settings: settings, pipe: s.rdb.Pipeline(), ended: map[string]bool{}}
+	if !repair {
+		r.overlay = map[string]map[string]*finding{}
+	}
 	resync, err := r.settingsChanged(ctx)
 	if err != nil {
-		return r.st, err
+		return r.st, nil, err
 	}
 	subjects, dirty, err := r.subjects(ctx, resync)
 	if err != nil {
-		return r.st, err
+		return r.st, nil, err
 	}
 	var errs []error
 	due := map[string]time.Time{} // member → next due; zero: none
@@ -333,7 +347,7 @@ func (s *Sweeper) pass(ctx context.Context, ws string, now time.Time, repair boo
 			errs = append(errs, err)
 		}
 	}
-	return r.st, errors.Join(errs...)
+	return r.st, r.overlay, errors.Join(errs...)
 }
 
 // settingsChanged compares the workspace settings with the ones the last
@@ -502,13 +516,24 @@ func (s *soonest) add(t time.Time) {
 // setFinding records (or, with n == 0, clears) the finding of inv about
 // item.
 func (r *run) setFinding(ctx context.Context, inv, item string, n int64, example any) {
+	var f *finding
+	if n > 0 {
+		ex, _ := json.Marshal(example)
+		f = &finding{N: n, Example: ex}
+	}
+	if r.overlay != nil {
+		if r.overlay[inv] == nil {
+			r.overlay[inv] = map[string]*finding{}
+		}
+		r.overlay[inv][item] = f
+		return
+	}
 	key := r.s.findingsKey(r.ws, inv)
-	if n <= 0 {
+	if f == nil {
 		r.pipe.HDel(ctx, key, item)
 		return
 	}
-	ex, _ := json.Marshal(example)
-	b, _ := json.Marshal(finding{N: n, Example: ex})
+	b, _ := json.Marshal(f)
 	r.pipe.HSet(ctx, key, item, b)
 }
 

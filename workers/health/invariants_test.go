@@ -92,6 +92,15 @@ func TestReportNamesEveryInvariant(t *testing.T) {
 	if n := w.esc.count("session:ghost"); n != 1 { // the router's, when it armed the entry
 		t.Fatalf("a report scheduled escalations: %d calls for ghost", n)
 	}
+	// A report writes no findings and leaves the sweep's queues: the
+	// periodic pass still has every journaled subject to evaluate.
+	tag := w.prefix + ":{hl:" + ws + "}"
+	if n := w.rdb.Exists(w.ctx, tag+":f:I1", tag+":f:I6", tag+":due", tag+":stamp").Val(); n != 0 {
+		t.Errorf("a report wrote %d of the sweep's keys", n)
+	}
+	if n := w.rdb.ZCard(w.ctx, tag+":dirty").Val(); n != 7 { // orphan kid driven k1 k2 k3, #5
+		t.Errorf("%d dirty subjects left after a report, want the 7 journaled", n)
+	}
 
 	// The periodic pass repairs what it can.
 	st := w.sweep(w.sw, now)

@@ -69,6 +69,9 @@ func (r *run) pullRequest(ctx context.Context, subj string) (time.Time, error) {
 		return time.Time{}, err
 	}
 	if ended {
+		if r.repair {
+			r.pipe.HDel(ctx, r.s.emittedKey(r.ws), subj)
+		}
 		if err := r.watches(ctx, subj, &next); err != nil {
 			return time.Time{}, err
 		}

@@ -74,8 +74,9 @@ type finding struct {
 	Example json.RawMessage `json:"example"`
 }
 
-// report reads a workspace's findings.
-func (s *Sweeper) report(ctx context.Context, ws string, now time.Time) (*Report, error) {
+// report reads a workspace's findings, overlay (inv → item → finding, nil
+// when cleared) over the stored ones.
+func (s *Sweeper) report(ctx context.Context, ws string, now time.Time, overlay map[string]map[string]*finding) (*Report, error) {
 	pipe := s.rdb.Pipeline()
 	fcmds := make([]*redis.MapStringStringCmd, len(invariants))
 	rcmds := make([]*redis.IntCmd, len(invariants))
@@ -101,13 +102,27 @@ func (s *Sweeper) report(ctx context.Context, ws string, now time.Time) (*Report
 			f   finding
 		}
 		var items []item
-		for k, v := range fcmds[i].Val() {
+		stored := fcmds[i].Val()
+		for k, v := range stored {
+			if f, ok := overlay[inv.id][k]; ok {
+				if f != nil {
+					items = append(items, item{k, *f})
+					row.Count += f.N
+				}
+				continue
+			}
 			var f finding
 			if json.Unmarshal([]byte(v), &f) != nil || f.N <= 0 {
 				continue
 			}
 			items = append(items, item{k, f})
 			row.Count += f.N
+		}
+		for k, f := range overlay[inv.id] {
+			if _, ok := stored[k]; !ok && f != nil {
+				items = append(items, item{k, *f})
+				row.Count += f.N
+			}
 		}
 		slices.SortFunc(items, func(a, b item) int {
 			if a.f.N != b.f.N {

@@ -49,14 +49,23 @@ func (r *run) session(ctx context.Context, subj string) (time.Time, error) {
 			}
 		}
 	}
-	if rec.Exited {
+	switch {
+	case rec.Exited:
 		if r.repair {
 			r.pipe.ZRem(ctx, r.s.sessionsKey(r.ws), subj)
+			r.pipe.HDel(ctx, r.s.emittedKey(r.ws), subj)
 		}
 		if err := r.watches(ctx, subj, &next); err != nil {
 			return time.Time{}, err
 		}
-	} else {
+	case rec.Liveness == sessions.Dead:
+		// Silent past the TTL: nothing to check until it is journaled
+		// again (the feed brings it back).
+		if r.repair {
+			r.pipe.ZRem(ctx, r.s.sessionsKey(r.ws), subj)
+		}
+		r.setFinding(ctx, "I6", subj, 0, nil)
+	default:
 		r.setFinding(ctx, "I6", subj, 0, nil)
 		next.add(r.now.Add(r.s.cfg.Resync))
 	}
