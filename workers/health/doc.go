@@ -54,8 +54,9 @@
 //     a driver or a wake ages out of the hour, an armed escalation would
 //     be overdue), so nothing is scanned to find what time has changed;
 //   - the sessions with an I1 finding (a lease taken is not journaled),
-//     and every session not exited at most Config.Resync (1h) after its
-//     last evaluation (a lease released is not journaled either);
+//     and every session neither exited nor silent past the TTL at most
+//     Config.Resync (1h) after its last evaluation (a lease released is
+//     not journaled either);
 //   - the active recipients (with unacked or armed entries, or wakes in
 //     the hour) whose inbox counters — last seq, unacked, armed, and
 //     while a finding depends on it their last sighting — moved: reading
@@ -69,8 +70,9 @@
 // workspace's settings re-evaluates that workspace once. Evaluations per
 // pass are bounded (maxPerPass per workspace); what is left waits for the
 // next pass, and the report says "behind". A report is one pass over its
-// workspace without repairs (it files what the journal gained first, and
-// leaves the queues to the periodic pass), plus O(findings) to read.
+// workspace without repairs (it files what the journal gained first,
+// leaves the queues to the periodic pass and keeps its findings in memory,
+// over the stored ones), plus O(findings) to read.
 //
 // The periodic pass runs on workers/schedule (once per tick across
 // workers); every step is idempotent — findings are overwritten, queues
