@@ -428,7 +428,7 @@ func TestHealth(t *testing.T) {
 	}
 
 	for name, body := range map[string]string{
-		"list":   `{"invariants":[{"id":"I2","name":"unreached","count":2,"examples":["session:a",{"seq":3}]},{"id":"I1","title":"no supervisor","count":0}]}`,
+		"list":   `{"workspace":"default","ok":false,"invariants":[{"id":"I2","name":"unreached","ok":false,"count":2,"unit":"entries","examples":["session:a",{"seq":3}]},{"id":"I1","title":"no supervisor","count":0}]}`,
 		"object": `{"invariants":{"I2":{"description":"unreached","count":2,"examples":["session:a",{"seq":3}]},"I1":{"name":"no supervisor","count":0}}}`,
 	} {
 		srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -440,12 +440,15 @@ func TestHealth(t *testing.T) {
 		if err != nil {
 			t.Fatalf("%s: %v", name, err)
 		}
+		if name == "list" && (h.Workspace != "default" || h.OK == nil || *h.OK || byID0(h, "I2").Unit != "entries") {
+			t.Fatalf("list: top-level fields %+v", h)
+		}
 		byID := map[string]client.Invariant{}
 		for _, inv := range h.Invariants {
 			byID[inv.ID] = inv
 		}
 		if len(h.Invariants) != 2 || byID["I2"].Name != "unreached" || byID["I2"].Count != 2 || len(byID["I2"].Examples) != 2 ||
-			byID["I1"].Name != "no supervisor" || string(h.Raw) != body {
+			byID["I1"].Name != "no supervisor" || string(h.Raw) != body || !byID["I2"].Failing() || byID["I1"].Failing() {
 			t.Fatalf("%s: %+v", name, h)
 		}
 	}
@@ -495,4 +498,13 @@ func TestNonProblemErrorAnswer(t *testing.T) {
 		!strings.Contains(pe.Detail, "bad gateway") || pe.Method != "GET" || pe.Path != "/v1/brief" {
 		t.Fatalf("proxy error page: %#v", err)
 	}
+}
+
+func byID0(h *client.Health, id string) client.Invariant {
+	for _, inv := range h.Invariants {
+		if inv.ID == id {
+			return inv
+		}
+	}
+	return client.Invariant{}
 }

@@ -247,17 +247,33 @@ type ChildToken struct {
 // seed 000 §3 with counts and examples. Raw is the answer as sent, for
 // fields this client does not know.
 type Health struct {
+	Workspace  string
+	At         time.Time
+	OK         *bool // nil when the report does not say
 	Invariants []Invariant
 	Raw        json.RawMessage
 }
 
-// Invariant is one health check: its id (I1…I7), what it checks, how many
-// violate it, and some examples.
+// Invariant is one health check: its id (I1…I7), what it checks, whether
+// it holds, how many (of Unit) it counts, some examples, and how many the
+// sweep repaired.
 type Invariant struct {
 	ID       string            `json:"id"`
 	Name     string            `json:"name,omitempty"`
+	OK       *bool             `json:"ok,omitempty"` // nil when the report does not say: then Count > 0 fails
 	Count    int               `json:"count"`
+	Unit     string            `json:"unit,omitempty"`
 	Examples []json.RawMessage `json:"examples,omitempty"`
+	Repaired int               `json:"repaired,omitempty"`
+}
+
+// Failing reports whether the invariant is violated: its ok, else a
+// non-zero count.
+func (i Invariant) Failing() bool {
+	if i.OK != nil {
+		return !*i.OK
+	}
+	return i.Count > 0
 }
 
 // UnmarshalJSON reads the report tolerantly: "invariants" as a list of
@@ -266,11 +282,15 @@ type Invariant struct {
 func (h *Health) UnmarshalJSON(b []byte) error {
 	h.Raw = append(json.RawMessage(nil), b...)
 	var top struct {
+		Workspace  string          `json:"workspace"`
+		At         time.Time       `json:"at"`
+		OK         *bool           `json:"ok"`
 		Invariants json.RawMessage `json:"invariants"`
 	}
 	if err := json.Unmarshal(b, &top); err != nil {
 		return err
 	}
+	h.Workspace, h.At, h.OK = top.Workspace, top.At, top.OK
 	raw := bytes.TrimSpace(top.Invariants)
 	if len(raw) == 0 || bytes.Equal(raw, []byte("null")) {
 		return nil
