@@ -1,5 +1,6 @@
 // Command wakegate is the whole service in one binary: serve (everything
-// in one process), gateway and worker (the split roles), and token.
+// in one process), gateway and worker (the split roles), token, the CLI
+// for people and agents over the HTTP API, and the harness hook.
 package main
 
 import (
@@ -22,6 +23,15 @@ Usage:
   wakegate gateway   the HTTP gateway only (production; run N)
   wakegate worker    the journal consumers and timers only (production; run N)
   wakegate token     print a signed agent token for WAKEGATE_JWT_HS256_SECRET
+
+Over the HTTP API (WAKEGATE_URL, WAKEGATE_TOKEN):
+  wakegate events tail [--follow]   the journal's last events, then new ones
+  wakegate inbox [--wait 30s]       your unacked entries; --ack, --ack-through N
+  wakegate quiet on|off|status      hold wakes to people and supervisors, lift with one digest
+  wakegate health                   the supervision health check (admin)
+  wakegate brief                    leases, subscriptions, unacked entries, open decisions
+  wakegate subscribe | subscriptions | unsubscribe ID
+  wakegate wait --subject S --timeout 30m   park until a matching entry arrives (exit 3: silence)
 
 Run "wakegate <command> --help" for the settings of a command. Every setting is
 also an environment variable (WAKEGATE_ADDR ↔ --addr); flags win.
@@ -47,6 +57,9 @@ func run(args []string, stdout, stderr io.Writer) int {
 	case "token":
 		err = runToken(rest, stdout, stderr)
 	default:
+		if _, ok := clientCommands[cmd]; ok {
+			return runClientCommand(ctx, cmd, rest, os.Getenv, stdout, stderr)
+		}
 		fmt.Fprintf(stderr, "wakegate: unknown command %q\n\n%s", cmd, usage)
 		return 2
 	}

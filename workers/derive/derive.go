@@ -235,17 +235,19 @@ func (d *Deriver) prepare(ctx context.Context, shard int, msgs []redis.XMessage)
 	}
 	b.facts = make([]*github.Fact, len(b.recs))
 	b.errs = make([]error, len(b.recs))
+	// A few workers take the records in turn (a goroutine per record would
+	// grow a fresh stack for the parser each time).
 	var wg sync.WaitGroup
-	sem := make(chan struct{}, 4*runtime.GOMAXPROCS(0))
-	for i := range b.recs {
-		if b.rawErrs[i] != nil || b.raws[i].Ignored != "" {
-			continue
-		}
+	var next atomic.Int64
+	for range min(len(b.recs), 2*runtime.GOMAXPROCS(0)) {
 		wg.Add(1)
-		sem <- struct{}{}
 		go func() {
-			defer func() { <-sem; wg.Done() }()
-			b.facts[i], b.errs[i] = normalize(b.raws[i])
+			defer wg.Done()
+			for i := int(next.Add(1)) - 1; i < len(b.recs); i = int(next.Add(1)) - 1 {
+				if b.rawErrs[i] == nil && b.raws[i].Ignored == "" {
+					b.facts[i], b.errs[i] = normalize(b.raws[i])
+				}
+			}
 		}()
 	}
 	wg.Wait()

@@ -1,0 +1,154 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/wakegate/wakegate/providers/agent/client"
+	"github.com/wakegate/wakegate/providers/agent/client/clienttest"
+	"github.com/wakegate/wakegate/providers/event"
+)
+
+// waitResult is the outcome of a wakegate wait run in the background.
+type waitResult struct {
+	code       int
+	out, errs  string
+	took       time.Duration
+	returnedAt time.Time
+}
+
+// startWait runs wakegate wait in the background with token against url.
+func startWait(t *testing.T, url, token string, args ...string) (<-chan waitResult, *syncBuffer) {
+	t.Helper()
+	var out, errb syncBuffer
+	done := make(chan waitResult, 1)
+	go func() {
+		start := time.Now()
+		code := runClientCommand(context.Background(), "wait", args, envOf("WAKEGATE_URL", url, "WAKEGATE_TOKEN", token), &out, &errb)
+		done <- waitResult{code: code, out: out.String(), errs: errb.String(), took: time.Since(start), returnedAt: time.Now()}
+	}()
+	return done, &errb
+}
+
+func await(t *testing.T, done <-chan waitResult, within time.Duration, what string) waitResult {
+	t.Helper()
+	select {
+	case r := <-done:
+		return r
+	case <-time.After(within):
+		t.Fatalf("%s: wakegate wait did not return within %s", what, within)
+	}
+	return waitResult{}
+}
+
+// subscribed waits until party has n live subscriptions (wait subscribes
+// before it parks).
+func subscribed(t *testing.T, c *client.Client, n int) []client.Subscription {
+	t.Helper()
+	var subs []client.Subscription
+	clienttest.Eventually(t, 10*time.Second, fmt.Sprintf("%d subscriptions", n), func() (bool, string) {
+		var err error
+		subs, err = c.Subscriptions(bg(t))
+		if err != nil {
+			return false, err.Error()
+		}
+		return len(subs) == n, fmt.Sprintf("%d", len(subs))
+	})
+	return subs
+}
+
+func TestWaitReturnsOnAMatchingEntry(t *testing.T) {
+	t.Parallel()
+	g := clienttest.Start(t)
+	boss := g.Token("session:boss", "inbox subscribe supervise")
+	bossC := apiClient(t, g.URL, boss)
+	w := apiClient(t, g.URL, g.Token("session:w2", "events:push"))
+	// boss controls w2: every attention+ event of w2 reaches its inbox.
+	if _, err := bossC.Supervise(bg(t), "w2", "controller", "self", false); err != nil {
+		t.Fatal(err)
+	}
+
+	done, _ := startWait(t, g.URL, boss, "--subject", "session:w2", "--types", "session.turn_ended,session.crashed", "--timeout", "30s")
+	subs := subscribed(t, bossC, 1)
+	if s := subs[0]; len(s.Subjects) != 1 || s.Subjects[0] != "session:w2" || s.Until != "subject_terminal" || s.MinPriority != "attention" {
+		t.Fatalf("wait subscribed %+v", s)
+	}
+	// Info, and another type: neither ends the wait.
+	for _, e := range []*event.Event{{Type: "session.turn_started"}, {Type: "session.awaiting_input", Summary: "a question"}} {
+		if _, err := w.Push(bg(t), e); err != nil {
+			t.Fatal(err)
+		}
+	}
+	waitEntries(t, bossC, 1) // the awaiting_input entry reached boss, as its controller
+	select {
+	case r := <-done:
+		t.Fatalf("wait returned on an entry it does not wait for: %+v", r)
+	case <-time.After(300 * time.Millisecond):
+	}
+	pushIdle(t, g, "w2", "w2 is done")
+	r := await(t, done, 10*time.Second, "turn_ended idle")
+	if r.code != 0 || r.errs != "" || !strings.Contains(r.out, "session.turn_ended session:w2 — w2 is done") || strings.Count(r.out, "\n") != 1 {
+		t.Fatalf("wait: exit %d, stdout %q, stderr %q", r.code, r.out, r.errs)
+	}
+
+	// A second wait reuses the subscription, counts the unacked entry
+	// already there, prints it as JSON and acks it.
+	done, _ = startWait(t, g.URL, boss, "--subject", "session:w2", "--types", "session.turn_ended", "--timeout", "30s", "--json", "--ack")
+	r = await(t, done, 10*time.Second, "an unacked entry already there")
+	var e client.Entry
+	if err := json.Unmarshal([]byte(r.out), &e); r.code != 0 || err != nil || e.Type != "session.turn_ended" {
+		t.Fatalf("wait --json: exit %d, %q, %v", r.code, r.out, err)
+	}
+	subscribed(t, bossC, 1)
+	p, err := bossC.Inbox(bg(t), client.InboxQuery{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, left := range p.Entries {
+		if left.Seq == e.Seq {
+			t.Fatalf("--ack left entry %d unacked", e.Seq)
+		}
+	}
+}
+
+func TestWaitTimesOutWithItsExitCode(t *testing.T) {
+	t.Parallel()
+	g := clienttest.Start(t)
+	done, _ := startWait(t, g.URL, g.Token("session:w3", "inbox subscribe"), "--subject", "github:org/repo#12", "--timeout", "1500ms")
+	r := await(t, done, 10*time.Second, "the deadline")
+	if r.code != exitSilence || r.out != "" || r.took < 1500*time.Millisecond || r.took > 5*time.Second {
+		t.Fatalf("wait past its deadline: exit %d after %s, stdout %q", r.code, r.took, r.out)
+	}
+	if r.errs != "wakegate wait: nothing matching github:org/repo#12 at attention+ within 1.5s\n" {
+		t.Fatalf("stderr %q", r.errs)
+	}
+	// A refused token is an error, not silence.
+	done, _ = startWait(t, g.URL, "not-a-token", "--timeout", "10s")
+	if r := await(t, done, 10*time.Second, "a bad token"); r.code != exitError || !strings.Contains(r.errs, "401") {
+		t.Fatalf("bad token: exit %d, %q", r.code, r.errs)
+	}
+}
+
+// A gateway that stops and comes back (a restart) is ridden out: the wait
+// retries within its deadline and returns on the entry routed after.
+func TestWaitSurvivesAGatewayRestart(t *testing.T) {
+	t.Parallel()
+	g := clienttest.Start(t)
+	boss := g.Token("session:boss", "inbox subscribe")
+	done, errb := startWait(t, g.URL, boss, "--subject", "session:w4", "--timeout", "60s")
+	subscribed(t, apiClient(t, g.URL, boss), 1)
+	g.Stop()
+	clienttest.Eventually(t, 10*time.Second, "wait notices the gateway is gone", func() (bool, string) {
+		return strings.Contains(errb.String(), "retrying until the deadline"), errb.String()
+	})
+	g.Restart()
+	pushIdle(t, g, "w4", "after the restart")
+	r := await(t, done, 20*time.Second, "the entry after the restart")
+	if r.code != 0 || !strings.Contains(r.out, "after the restart") || !strings.Contains(r.errs, "the gateway answers again") {
+		t.Fatalf("wait across a restart: exit %d, stdout %q, stderr %q", r.code, r.out, r.errs)
+	}
+}
