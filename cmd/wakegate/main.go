@@ -32,6 +32,7 @@ Over the HTTP API (WAKEGATE_URL, WAKEGATE_TOKEN):
   wakegate brief                    leases, subscriptions, unacked entries, open decisions
   wakegate subscribe | subscriptions | unsubscribe ID
   wakegate wait --subject S --timeout 30m   park until a matching entry arrives (exit 3: silence)
+  wakegate hook <harness-event>     what a harness hook runs; never blocks it (always exit 0)
 
 Run "wakegate <command> --help" for the settings of a command. Every setting is
 also an environment variable (WAKEGATE_ADDR ↔ --addr); flags win.
@@ -56,6 +57,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 		err = runService(ctx, cmd, rest, stdout, stderr)
 	case "token":
 		err = runToken(rest, stdout, stderr)
+	case "hook":
+		return runHook(rest, os.Stdin, os.Getenv, stdout, stderr)
 	default:
 		if _, ok := clientCommands[cmd]; ok {
 			return runClientCommand(ctx, cmd, rest, os.Getenv, stdout, stderr)

@@ -2,8 +2,13 @@ package main
 
 import (
 	"context"
+	"crypto/hmac"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"net/http"
+	"os"
 	"strings"
 	"testing"
 	"time"
@@ -150,5 +155,73 @@ func TestWaitSurvivesAGatewayRestart(t *testing.T) {
 	r := await(t, done, 20*time.Second, "the entry after the restart")
 	if r.code != 0 || !strings.Contains(r.out, "after the restart") || !strings.Contains(r.errs, "the gateway answers again") {
 		t.Fatalf("wait across a restart: exit %d, stdout %q, stderr %q", r.code, r.out, r.errs)
+	}
+}
+
+// Issue 6: a worker's wakegate wait on its own PR returns when the PR
+// becomes ready, while quiet all is on for the workspace. The worker links
+// the PR with its hook (pr-opened); GitHub's signed webhooks (the shared
+// fixtures) open it and report a passing check at its head.
+func TestWaitOnOwnPRWhileQuietAll(t *testing.T) {
+	t.Parallel()
+	g := clienttest.Start(t)
+	worker := g.Token("session:worker", "events:push inbox subscribe")
+	human := g.Token("human:gera", everyScope)
+	mustCLI(t, g.URL, human, "quiet", "on", "--scope", "all", "--until", "1h", "--reason", "night")
+
+	code, out, errs := runHookT(t, g.URL, worker, "", "pr-opened", "Codertocat/Hello-World", "2")
+	if code != 0 || out != "" || errs != "" {
+		t.Fatalf("hook pr-opened: %d %q %q", code, out, errs)
+	}
+	subject := "github:Codertocat/Hello-World#2"
+	done, _ := startWait(t, g.URL, worker, "--subject", subject, "--types", "github.pull_request.ready", "--timeout", "60s")
+	subscribed(t, apiClient(t, g.URL, worker), 1)
+
+	opened := readFixture(t, "octokit/pull_request/opened.payload.json")
+	check := readFixture(t, "octokit/check_run/completed.payload.json") // success at the PR's head
+	sendWebhook(t, g.URL, "pull_request", "guid-opened-1", opened)
+	sendWebhook(t, g.URL, "check_run", "guid-check-1", check)
+
+	r := await(t, done, 30*time.Second, "the PR became ready")
+	if r.code != 0 || !strings.Contains(r.out, "github.pull_request.ready "+subject) {
+		t.Fatalf("wait on the PR: exit %d, stdout %q, stderr %q", r.code, r.out, r.errs)
+	}
+	if r.took > 20*time.Second {
+		t.Fatalf("the ready took %s to resume the worker: quiet held it?", r.took)
+	}
+	qs, err := apiClient(t, g.URL, human).QuietStatus(bg(t))
+	if err != nil || len(qs) != 1 || qs[0].Scope != "all" {
+		t.Fatalf("quiet all was not on throughout: %+v, %v", qs, err)
+	}
+}
+
+func readFixture(t *testing.T, rel string) []byte {
+	t.Helper()
+	b, err := os.ReadFile("../../../shared/fixtures/github/" + rel)
+	if err != nil {
+		t.Fatalf("fixture %s: %v", rel, err)
+	}
+	return b
+}
+
+// sendWebhook delivers a GitHub webhook signed as clienttest's gateway
+// expects.
+func sendWebhook(t *testing.T, url, eventType, guid string, body []byte) {
+	t.Helper()
+	req, _ := http.NewRequest(http.MethodPost, url+"/webhooks/github", strings.NewReader(string(body)))
+	m := hmac.New(sha256.New, []byte("webhook-secret"))
+	m.Write(body)
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("X-GitHub-Event", eventType)
+	req.Header.Set("X-GitHub-Delivery", guid)
+	req.Header.Set("X-GitHub-Hook-ID", "4242")
+	req.Header.Set("X-Hub-Signature-256", "sha256="+hex.EncodeToString(m.Sum(nil)))
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_ = resp.Body.Close()
+	if resp.StatusCode != http.StatusAccepted {
+		t.Fatalf("webhook %s: %d", eventType, resp.StatusCode)
 	}
 }
