@@ -27,10 +27,12 @@ import (
 // max-scores), so two processes feeding at once, or a crash between filing
 // and moving the position, changes nothing twice.
 
-// Feed bounds: entries read per stream per round, and rounds per call.
+// Feed bounds: entries read per stream per round, and rounds per call of
+// the periodic pass and of a report (which answers a person waiting).
 const (
-	feedBatch  = 500
-	feedRounds = 20
+	feedBatch        = 500
+	feedRounds       = 20
+	reportFeedRounds = 2
 )
 
 // keyTTL is how long a session's drivers and a party's wakes outlive
@@ -56,11 +58,11 @@ end
 return 1
 `)
 
-// feed files what the journal and the ledgers gained; behind reports
-// that it stopped at its bound with more to read.
-func (s *Sweeper) feed(ctx context.Context) (n int, behind bool, err error) {
+// feed files what the journal and the ledgers gained, in at most rounds
+// rounds; behind reports that it stopped at its bound with more to read.
+func (s *Sweeper) feed(ctx context.Context, rounds int) (n int, behind bool, err error) {
 	shards := s.j.Config().Shards
-	for range feedRounds {
+	for range rounds {
 		pos, err := s.rdb.HGetAll(ctx, s.posKey()).Result()
 		if err != nil {
 			return n, false, fmt.Errorf("health feed positions: %w", err)

@@ -204,7 +204,7 @@ func (s *Sweeper) Pass(ctx context.Context, now time.Time) error {
 func (s *Sweeper) Sweep(ctx context.Context, now time.Time) (Stats, error) {
 	start := time.Now()
 	var st Stats
-	fed, behind, err := s.feed(ctx)
+	fed, behind, err := s.feed(ctx, feedRounds)
 	st.Fed, st.Behind = fed, behind
 	if err != nil {
 		return st, err
@@ -237,7 +237,7 @@ func (s *Sweeper) Report(ctx context.Context, workspace string, now time.Time) (
 	if !event.ValidWorkspace(workspace) {
 		return nil, fmt.Errorf("health: workspace %q", workspace)
 	}
-	_, behind, err := s.feed(ctx)
+	_, behind, err := s.feed(ctx, reportFeedRounds)
 	if err != nil {
 		return nil, err
 	}
