@@ -352,7 +352,10 @@ func (s *Sweeper) pass(ctx context.Context, ws string, now time.Time, repair boo
 
 // settingsChanged compares the workspace settings with the ones the last
 // periodic pass applied: a change (a default controller set, a rate
-// changed) re-evaluates every session and party of the workspace.
+// changed) re-evaluates every session and party of the workspace. The
+// periodic pass queues them (every session dirty, every party's version
+// forgotten), so the passes drain them within their bounds; a report
+// evaluates them (as many as its bound allows) and answers true.
 func (r *run) settingsChanged(ctx context.Context) (bool, error) {
 	b, _ := json.Marshal(r.settings)
 	sum := sha1.Sum(b)
@@ -364,10 +367,24 @@ func (r *run) settingsChanged(ctx context.Context) (bool, error) {
 	if cur == stamp {
 		return false, nil
 	}
-	if r.repair {
-		r.pipe.HSet(ctx, r.s.stampKey(r.ws), "settings", stamp)
+	if !r.repair {
+		return true, nil
 	}
-	return true, nil
+	all, err := r.s.rdb.ZRange(ctx, r.s.sessionsKey(r.ws), 0, -1).Result()
+	if err != nil {
+		return false, fmt.Errorf("health resync: %w", err)
+	}
+	pipe := r.s.rdb.Pipeline()
+	version := float64(r.now.UnixMilli()) * 1000
+	for _, subj := range all {
+		pipe.ZAddGT(ctx, r.s.dirtyKey(r.ws), redis.Z{Score: version, Member: subjectMember + subj})
+	}
+	pipe.Del(ctx, r.s.pverKey(r.ws))
+	pipe.HSet(ctx, r.s.stampKey(r.ws), "settings", stamp)
+	if _, err := pipe.Exec(ctx); err != nil {
+		return false, fmt.Errorf("health resync: %w", err)
+	}
+	return false, nil
 }
 
 // subjects lists the subjects to evaluate: dirty ones (with the version
@@ -416,6 +433,10 @@ func (r *run) subjects(ctx context.Context, resync bool) ([]string, map[string]f
 	}
 	if allCmd != nil {
 		for _, subj := range allCmd.Val() {
+			if len(out) == maxPerPass {
+				r.st.Behind = true
+				break
+			}
 			addSubj(subj)
 		}
 	}
