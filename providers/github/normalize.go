@@ -3,7 +3,6 @@ package github
 import (
 	"encoding/json"
 	"fmt"
-	"regexp"
 	"strconv"
 	"strings"
 	"time"
@@ -83,9 +82,22 @@ type ReviewFact struct {
 	CommitID string
 }
 
-// repoRe is GitHub's owner/name grammar: it keeps subjects parseable
-// (no '#', '@' or '/' inside either part).
-var repoRe = regexp.MustCompile(`^[A-Za-z0-9._-]+/[A-Za-z0-9._-]+$`)
+// validRepo reports whether s follows GitHub's owner/name grammar,
+// ^[A-Za-z0-9._-]+/[A-Za-z0-9._-]+$: it keeps subjects parseable (no '#',
+// '@' or '/' inside either part).
+func validRepo(s string) bool {
+	slash := -1
+	for i := 0; i < len(s); i++ {
+		switch c := s[i]; {
+		case 'a' <= c && c <= 'z', 'A' <= c && c <= 'Z', '0' <= c && c <= '9', c == '.', c == '_', c == '-':
+		case c == '/' && slash < 0:
+			slash = i
+		default:
+			return false
+		}
+	}
+	return slash > 0 && slash < len(s)-1
+}
 
 // prActions are the pull_request actions wakegate journals (DESIGN §2).
 var prActions = map[string]bool{
@@ -131,9 +143,22 @@ func Normalize(eventType string, body []byte) (Fact, error) {
 		return Fact{}, err
 	}
 	if f.Ignored == "" && f.Type != "" {
-		f.Priority = event.DefaultPriority(f.Type, f.Data)
+		f.Priority = defaultPriority(f.Type, f.Data)
 	}
 	return f, nil
+}
+
+// defaultPriority is event.DefaultPriority(typ, data). Of the GitHub
+// types, only a review's and a deployment status's priority reads their
+// data (its state); the others are given none, which spares decoding the
+// data again (FuzzNormalizeOnePass holds this to event.DefaultPriority
+// with the data).
+func defaultPriority(typ string, data json.RawMessage) event.Priority {
+	switch typ {
+	case "github.pull_request_review.submitted", "github.deployment_status":
+		return event.DefaultPriority(typ, data)
+	}
+	return event.DefaultPriority(typ, nil)
 }
 
 func (f *Fact) pullRequest(body []byte, pre any) error {
@@ -588,7 +613,7 @@ func (f *Fact) ignoreAction() error {
 }
 
 func (f *Fact) needRepo() error {
-	if !repoRe.MatchString(f.Repo) {
+	if !validRepo(f.Repo) {
 		return fmt.Errorf("%w: %s.%s: repository.full_name %q is not owner/name", ErrMalformed, f.Event, f.Action, f.Repo)
 	}
 	return nil

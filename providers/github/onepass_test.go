@@ -3,6 +3,7 @@ package github
 import (
 	"encoding/json"
 	"reflect"
+	"regexp"
 	"testing"
 
 	"github.com/wakegate/wakegate/providers/event"
@@ -114,6 +115,19 @@ func FuzzPlainString(f *testing.F) {
 		var s string
 		if err := json.Unmarshal(b, &s); err != nil || s != string(b[1:len(b)-1]) {
 			t.Fatalf("plainString(%q) but json.Unmarshal gives %q, %v", b, s, err)
+		}
+	})
+}
+
+// FuzzValidRepo holds validRepo to the expression it replaces.
+func FuzzValidRepo(f *testing.F) {
+	re := regexp.MustCompile(`^[A-Za-z0-9._-]+/[A-Za-z0-9._-]+$`)
+	for _, s := range []string{"o/r", "Codertocat/Hello-World", "o/r#1", "/r", "o/", "o//r", "o/r/x", "", "o.r", "é/r", "o/r\n"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		if got, want := validRepo(s), re.MatchString(s); got != want {
+			t.Fatalf("validRepo(%q) = %v, regexp says %v", s, got, want)
 		}
 	})
 }
