@@ -201,6 +201,8 @@ most 60 s) until an entry decides a wake. --ack acknowledges what was listed;
 		return usagef("seqs are positive")
 	case *through > 0 && (*ack || *wait > 0):
 		return usagef("--ack-through acknowledges without listing: drop --ack and --wait")
+	case *party != "" && (*ack || *through > 0):
+		return usagef("acknowledging is for the caller's own inbox: drop --party")
 	}
 	cl, err := c.client(a)
 	if err != nil {
@@ -223,9 +225,6 @@ most 60 s) until an entry decides a wake. --ack acknowledges what was listed;
 	}
 	acked := -1
 	if *ack && len(page.Entries) > 0 {
-		if *party != "" {
-			return usagef("--ack acknowledges the caller's own inbox only")
-		}
 		if acked, err = cl.AckThrough(c.ctx, page.Next); err != nil {
 			return err
 		}
