@@ -22,7 +22,8 @@ Environment:
 
 Exit codes:
   0  a matching entry arrived; it is printed (one line, or one JSON object)
-  1  error: the token was refused, or the gateway answered something unusable
+  1  error: the token was refused, the gateway answered something unusable or
+     was still not answering at the deadline, or the wait was interrupted
   2  usage
   3  the deadline passed with nothing matching (one line on stderr): act on the silence`
 
@@ -75,25 +76,31 @@ Example (a worker parked on its PR):
 	deadline := time.Now().Add(*timeout)
 	ctx, cancel := context.WithDeadline(c.ctx, deadline)
 	defer cancel()
-	silence := exitCodeError{code: exitSilence, msg: fmt.Sprintf("nothing matching %s within %s", f, *timeout)}
-
 	w := &waiter{c: c, cl: cl, ctx: ctx}
+	// ended says why the wait ends without a match: interrupted, the
+	// gateway not answering at the deadline (an outage is not silence),
+	// silence, or an error.
+	ended := func(err error) error {
+		switch {
+		case c.ctx.Err() != nil:
+			return exitCodeError{code: exitError, msg: "interrupted before anything matched"}
+		case ctx.Err() == nil:
+			return err
+		case w.failures > 0:
+			return exitCodeError{code: exitError, msg: fmt.Sprintf("the gateway did not answer before the deadline (%s): %s", *timeout, describe(w.lastErr))}
+		}
+		return exitCodeError{code: exitSilence, msg: fmt.Sprintf("nothing matching %s within %s", f, *timeout)}
+	}
 	if !*noSub {
 		for _, s := range f.subjects {
 			if err := w.ensureSubscription(s, f); err != nil {
-				if ctx.Err() != nil && c.ctx.Err() == nil {
-					return silence
-				}
-				return err
+				return ended(err)
 			}
 		}
 	}
 	e, err := w.poll(f)
 	if err != nil {
-		if ctx.Err() != nil && c.ctx.Err() == nil {
-			return silence
-		}
-		return err
+		return ended(err)
 	}
 	if a.json {
 		_ = c.printJSON(e)
@@ -188,7 +195,8 @@ type waiter struct {
 	c        *cli
 	cl       *client.Client
 	ctx      context.Context
-	failures int
+	failures int   // in a row
+	lastErr  error // the last of them
 }
 
 // retry decides what to do after an error: nil to try again (after a
@@ -201,6 +209,7 @@ func (w *waiter) retry(err error) error {
 		return err
 	}
 	w.failures++
+	w.lastErr = err
 	if w.failures == 1 {
 		fmt.Fprintf(w.c.stderr, "wakegate wait: %s; retrying until the deadline\n", describe(err))
 	}

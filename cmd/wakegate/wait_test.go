@@ -7,6 +7,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"io"
 	"net/http"
 	"os"
 	"strings"
@@ -130,6 +131,24 @@ func TestWaitTimesOutWithItsExitCode(t *testing.T) {
 	}
 	if r.errs != "wakegate wait: nothing matching github:org/repo#12 at attention+ within 1.5s\n" {
 		t.Fatalf("stderr %q", r.errs)
+	}
+	// A gateway that never answers until the deadline is an error, not silence.
+	done, _ = startWait(t, "http://"+clienttest.FreeAddr(t), g.Token("session:w3", "inbox subscribe"), "--timeout", "1s")
+	if r := await(t, done, 10*time.Second, "a gateway down throughout"); r.code != exitError ||
+		!strings.Contains(r.errs, "the gateway did not answer before the deadline (1s): gateway unreachable") {
+		t.Fatalf("gateway down: exit %d, %q", r.code, r.errs)
+	}
+	// Interrupted (Ctrl-C): not a match.
+	ctx, cancel := context.WithCancel(context.Background())
+	var errb syncBuffer
+	res := make(chan int, 1)
+	go func() {
+		res <- runClientCommand(ctx, "wait", []string{"--no-subscribe", "--timeout", "30s"},
+			envOf("WAKEGATE_URL", g.URL, "WAKEGATE_TOKEN", g.Token("session:w3", "inbox")), io.Discard, &errb)
+	}()
+	cancel()
+	if code := <-res; code != exitError || !strings.Contains(errb.String(), "interrupted before anything matched") {
+		t.Fatalf("interrupted: exit %d, %q", code, errb.String())
 	}
 	// A refused token is an error, not silence.
 	done, _ = startWait(t, g.URL, "not-a-token", "--timeout", "10s")
