@@ -86,9 +86,15 @@ func (s *Server) mcpRoutes(r *gin.Engine) {
 		// The tools' REST calls carry this request's id: their log lines
 		// join the /mcp request's.
 		c.Request.Header.Set("X-Request-Id", c.GetString(requestIDKey))
-		h.ServeHTTP(c.Writer, c.Request)
+		// The SDK runs a call on a context detached from its request (it
+		// keeps the values): the call's REST request ends with it.
+		ctx := c.Request.Context()
+		h.ServeHTTP(c.Writer, c.Request.WithContext(context.WithValue(ctx, mcpRequestKey{}, ctx)))
 	})
 }
+
+// mcpRequestKey holds the context of the /mcp request a call came in on.
+type mcpRequestKey struct{}
 
 // minLevel passes on the records of its handler at min or above.
 type minLevel struct {
@@ -157,6 +163,13 @@ var (
 func (t *mcpTools) rest(ctx context.Context, req *mcp.CallToolRequest, rt restRoute, target string, body, out any) error {
 	if !t.routes()[rt.method+" "+rt.pattern] {
 		return fmt.Errorf("%s is not available on this gateway", rt.what)
+	}
+	if hc, ok := ctx.Value(mcpRequestKey{}).(context.Context); ok {
+		// A client that hangs up ends its call (a 60 s wait included).
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithCancel(ctx)
+		defer cancel()
+		defer context.AfterFunc(hc, cancel)()
 	}
 	if req.Extra == nil || req.Extra.Header == nil {
 		return errors.New("unauthenticated: no HTTP request carried this call")

@@ -783,3 +783,67 @@ func TestMCPStorageUnavailable(t *testing.T) {
 		t.Fatalf("inbox_list with Redis gone: %q", msg)
 	}
 }
+
+// bodyRead closes read once the body it wraps has been read to its end.
+type bodyRead struct {
+	io.ReadCloser
+	once *sync.Once
+	read chan struct{}
+}
+
+func (b bodyRead) Read(p []byte) (int, error) {
+	n, err := b.ReadCloser.Read(p)
+	if err == io.EOF {
+		b.once.Do(func() { close(b.read) })
+	}
+	return n, err
+}
+
+// TestMCPHangUpEndsTheCall: a client that hangs up on a 60 s inbox_wait
+// ends its call, and the REST long-poll under it, at once, not at its
+// deadline (the SDK runs a call on a context detached from its request).
+func TestMCPHangUpEndsTheCall(t *testing.T) {
+	rdb, prefix := redistest.New(t)
+	st, err := stack.New(rdb, stack.Config{Prefix: prefix, Shards: 4},
+		slog.New(slog.NewTextHandler(io.Discard, nil)), prometheus.NewRegistry())
+	if err != nil {
+		t.Fatal(err)
+	}
+	gw := mcpGateway(t, st).Handler()
+	read := make(chan struct{})
+	ended := make(chan time.Time, 1)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		r.Body = bodyRead{r.Body, &sync.Once{}, read}
+		gw.ServeHTTP(w, r)
+		ended <- time.Now()
+	}))
+	t.Cleanup(srv.Close)
+
+	ctx, hangUp := context.WithCancel(context.Background())
+	defer hangUp()
+	body := []byte(`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"inbox_wait","arguments":{"wait_seconds":60}}}`)
+	req, _ := http.NewRequestWithContext(ctx, http.MethodPost, srv.URL+"/mcp", bytes.NewReader(body))
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "application/json, text/event-stream")
+	req.Header.Set("Authorization", "Bearer "+mcpToken(t, "default", "session:gone", "inbox"))
+	go func() {
+		if resp, err := http.DefaultClient.Do(req); err == nil {
+			resp.Body.Close()
+		}
+	}()
+	select {
+	case <-read:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the gateway did not read the call within 10s")
+	}
+	hungUp := time.Now()
+	hangUp()
+	select {
+	case at := <-ended:
+		if d := at.Sub(hungUp); d > 5*time.Second {
+			t.Fatalf("the call ended %s after its client hung up", d)
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatal("the call outlived its client's hang-up by 20s")
+	}
+}
