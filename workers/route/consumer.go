@@ -101,8 +101,12 @@ func newConsumerMetrics(reg prometheus.Registerer) *consumerMetrics {
 
 func (c *Consumer) leaseKey(shard int) string  { return c.j.Tag(shard) + ":lease" }
 func (c *Consumer) epochKey(shard int) string  { return c.j.Tag(shard) + ":epoch" }
-func (c *Consumer) cursorKey(shard int) string { return c.j.Tag(shard) + ":cursor" }
-func (c *Consumer) workersKey() string         { return c.j.Config().Prefix + ":route:workers" }
+func (c *Consumer) cursorKey(shard int) string { return cursorKey(c.j, shard) }
+
+// cursorKey is where a shard's routing cursor is kept: the id of the last
+// journal entry routed.
+func cursorKey(j *journal.Journal, shard int) string { return j.Tag(shard) + ":cursor" }
+func (c *Consumer) workersKey() string               { return c.j.Config().Prefix + ":route:workers" }
 
 // acquireScript takes a free lease.
 //

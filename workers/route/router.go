@@ -107,6 +107,7 @@ func NewRouter(rdb redis.UniversalClient, j *journal.Journal, reg *sessions.Regi
 
 type routerMetrics struct {
 	deliveries    *prometheus.CounterVec
+	kinds         *prometheus.CounterVec
 	undeliverable prometheus.Counter
 }
 
@@ -115,11 +116,16 @@ func newRouterMetrics(reg prometheus.Registerer) *routerMetrics {
 	m := &routerMetrics{
 		deliveries: f.NewCounterVec(prometheus.CounterOpts{Name: "wakegate_route_deliveries_total",
 			Help: "Inbox deliveries by why the recipient got the event."}, []string{"via"}),
+		kinds: f.NewCounterVec(prometheus.CounterOpts{Name: "wakegate_route_decisions_total",
+			Help: "New inbox deliveries by what they decided: wake or alert (woke the recipient), notice (rides its next read: attended, or an update that does not wake again), digest (info, inbox-only)."}, []string{"kind"}),
 		undeliverable: f.NewCounter(prometheus.CounterOpts{Name: "wakegate_route_undeliverable_total",
 			Help: "Session events of attention or more that reached nobody, not even the fallback."}),
 	}
 	for _, v := range []string{inbox.ViaSubscription, inbox.ViaController, inbox.ViaObserver, inbox.ViaFallback, inbox.ViaDirect} {
 		m.deliveries.WithLabelValues(v)
+	}
+	for _, k := range []string{inbox.KindWake, inbox.KindAlert, inbox.KindNotice, inbox.KindDigest} {
+		m.kinds.WithLabelValues(k)
 	}
 	return m
 }
@@ -260,6 +266,7 @@ func (r *Router) deliverAll(ctx context.Context, shard int, e *event.Event, to m
 		seqs[i] = res.Seq
 		if !res.Duplicate {
 			r.m.deliveries.WithLabelValues(rc.via).Inc()
+			r.m.kinds.WithLabelValues(res.Kind).Inc()
 		}
 		if res.Wake && r.push != nil {
 			if err := r.pushWake(ctx, party, rc, res, e, settings, st, now); err != nil {

@@ -168,6 +168,9 @@ func (s *Stack) Workers() (components []func(context.Context) error, ready func(
 	// and github.pull_request.stuck.
 	periodic.Every("health", s.healthEvery, s.Health.Pass)
 	asynqServer.Handle(pushw.TypeEscalate, s.Escalate)
+	// Scraped, not pushed: they read Redis when Prometheus asks, so they
+	// do not freeze when work stops.
+	s.Metrics.MustRegister(route.NewLagCollector(s.Redis, s.Journal), pushw.NewQueueCollector(s.Redis, s.Push.Queue()))
 	components = []func(context.Context) error{
 		d.Run,
 		route.NewConsumer(s.Redis, s.Journal, router.Handle, s.Log, s.Metrics, route.ConsumerConfig{}).Run,
