@@ -188,13 +188,10 @@ most 60 s) until an entry decides a wake. --ack acknowledges what was listed;
 	ack := fs.Bool("ack", false, "acknowledge the entries listed")
 	through := fs.Int64("ack-through", 0, "acknowledge every entry up to this seq, list nothing")
 	party := fs.String("party", "", "another party's inbox (scope operator)")
-	pos, err := parse(fs, args)
-	if err != nil {
+	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
 	switch {
-	case len(pos) > 0:
-		return usagef("unexpected argument %q", pos[0])
 	case *wait < 0 || *wait > client.MaxWait:
 		return usagef("--wait must be from 0 to 60s")
 	case *through < 0 || *after < 0:
@@ -385,12 +382,8 @@ entries that reached nobody, unacked entries, sessions with two drivers,
 wakes per hour, watches on ended subjects, parties nobody reads — each with
 its count and some examples.`, exitCodesHelp+" (a gateway without the route: 1, and says so)")
 	a := addAPIFlags(fs)
-	pos, err := parse(fs, args)
-	if err != nil {
+	if err := parseFlags(fs, args); err != nil {
 		return err
-	}
-	if len(pos) > 0 {
-		return usagef("unexpected argument %q", pos[0])
 	}
 	cl, err := c.client(a)
 	if err != nil {
@@ -486,12 +479,8 @@ subscriptions, unacked entries (highest priority first), open decisions
 (sessions awaiting input or a permission), open subjects and the journal
 cursor — what a supervisor reads after a restart or a compaction.`, "")
 	a := addAPIFlags(fs)
-	pos, err := parse(fs, args)
-	if err != nil {
+	if err := parseFlags(fs, args); err != nil {
 		return err
-	}
-	if len(pos) > 0 {
-		return usagef("unexpected argument %q", pos[0])
 	}
 	cl, err := c.client(a)
 	if err != nil {
@@ -626,12 +615,8 @@ terminal event at once.`, "")
 	minPrio := fs.String("min-priority", "", "info (default), attention or critical")
 	delivery := fs.String("delivery", "", "wake (default) or inbox (entries only, never a wake)")
 	until := fs.String("until", "", "subject_terminal (one exact subject), never, or an RFC 3339 time")
-	pos, err := parse(fs, args)
-	if err != nil {
+	if err := parseFlags(fs, args); err != nil {
 		return err
-	}
-	if len(pos) > 0 {
-		return usagef("unexpected argument %q", pos[0])
 	}
 	if *subtree && *session == "" {
 		return usagef("--subtree needs --session")
@@ -669,12 +654,8 @@ func runSubscriptions(c *cli, args []string) error {
 	fs := c.newFlags("subscriptions", "wakegate subscriptions [--json]", `
 Lists the token's party's live subscriptions (GET /v1/subscriptions).`, "")
 	a := addAPIFlags(fs)
-	pos, err := parse(fs, args)
-	if err != nil {
+	if err := parseFlags(fs, args); err != nil {
 		return err
-	}
-	if len(pos) > 0 {
-		return usagef("unexpected argument %q", pos[0])
 	}
 	cl, err := c.client(a)
 	if err != nil {

@@ -220,6 +220,15 @@ func parse(fs *flag.FlagSet, args []string) ([]string, error) {
 	}
 }
 
+// parseFlags parses the flags of a command that takes no argument.
+func parseFlags(fs *flag.FlagSet, args []string) error {
+	pos, err := parse(fs, args)
+	if err == nil && len(pos) > 0 {
+		err = usagef("unexpected argument %q", pos[0])
+	}
+	return err
+}
+
 // splitList reads a comma-separated flag value.
 func splitList(v string) []string {
 	var out []string
