@@ -144,6 +144,9 @@ type recipient struct {
 	// controller: a subscriber that is also the effective controller
 	// (its entry is not "only through its own subscription": it escalates).
 	controller bool
+	// redelivered, when set, makes the delivery an operator's redelivery
+	// (inbox dedup bypassed; see redeliver.go) and receives its result.
+	redelivered *inbox.Result
 }
 
 // Handle routes one event; it is the consumer's Handler.
@@ -158,6 +161,33 @@ func (r *Router) Handle(ctx context.Context, shard int, e *event.Event) error {
 			return err
 		}
 	}
+	to, settings, err := r.recipients(ctx, e, now)
+	if err != nil {
+		return err
+	}
+	if len(to) == 0 && strings.HasPrefix(e.Subject, "session:") && e.Priority.Rank() >= event.Attention.Rank() {
+		return r.undeliverable(ctx, e) // nobody, not even the fallback
+	}
+	if err := r.pausedSessions(ctx, e, now, to); err != nil { // seed 003: see paused.go
+		return err
+	}
+	if err := r.deliverAll(ctx, shard, e, to, settings, now); err != nil {
+		return err
+	}
+	if e.Terminal && e.Subject != "" {
+		if _, err := r.subs.CloseForSubject(ctx, e.Workspace, e.Subject); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// recipients resolves who must hear e now (DESIGN §5): subscribers,
+// observers and the effective controller up its lineage, a message's
+// target, and the fallback when an attention+ session event would
+// otherwise reach nobody; and the workspace settings it read. It writes
+// nothing.
+func (r *Router) recipients(ctx context.Context, e *event.Event, now time.Time) (map[string]recipient, supervision.Settings, error) {
 	// The settings are read while the subscribers are matched: two round
 	// trips at once.
 	var settings supervision.Settings
@@ -177,20 +207,20 @@ func (r *Router) Handle(ctx context.Context, shard int, e *event.Event) error {
 	}
 	<-settingsRead
 	if err != nil {
-		return err
+		return nil, settings, err
 	}
 	if settingsErr != nil {
-		return settingsErr
+		return nil, settings, settingsErr
 	}
 	if message {
 		to[event.SessionSubject(e.SessionID)] = recipient{via: inbox.ViaDirect}
 		if err := r.supervisors(ctx, e, settings, now, to, false); err != nil {
-			return err
+			return nil, settings, err
 		}
 	} else {
 		if e.SessionID != "" {
 			if err := r.supervisors(ctx, e, settings, now, to, true); err != nil {
-				return err
+				return nil, settings, err
 			}
 		}
 	}
@@ -206,22 +236,9 @@ func (r *Router) Handle(ctx context.Context, shard int, e *event.Event) error {
 	if len(to) == 0 && sessionEvent && e.Priority.Rank() >= event.Attention.Rank() {
 		if !message && settings.Fallback != nil && settings.Fallback.Party != "" && settings.Fallback.Party != causer(e) {
 			to[settings.Fallback.Party] = recipient{via: inbox.ViaFallback}
-		} else {
-			return r.undeliverable(ctx, e)
 		}
 	}
-	if err := r.pausedSessions(ctx, e, now, to); err != nil { // seed 003: see paused.go
-		return err
-	}
-	if err := r.deliverAll(ctx, shard, e, to, settings, now); err != nil {
-		return err
-	}
-	if e.Terminal && e.Subject != "" {
-		if _, err := r.subs.CloseForSubject(ctx, e.Workspace, e.Subject); err != nil {
-			return err
-		}
-	}
-	return nil
+	return to, settings, nil
 }
 
 // deliverAll delivers e into each recipient's inbox, then pushes the
@@ -256,7 +273,8 @@ func (r *Router) deliverAll(ctx context.Context, shard int, e *event.Event, to m
 			escalateAt = now.Add(time.Duration(settings.EscalateAfter))
 		}
 		res, err := r.box.Deliver(ctx, inbox.Delivery{Workspace: e.Workspace, Party: party, Event: e, Via: rc.via,
-			Mode: rc.mode, Waiter: rc.waiter, Attended: st.Presence.Attended(now), Settings: snapshot, EscalateAt: escalateAt}, now)
+			Mode: rc.mode, Waiter: rc.waiter, Attended: st.Presence.Attended(now), Settings: snapshot, EscalateAt: escalateAt,
+			Redelivery: rc.redelivered != nil}, now)
 		if errors.Is(err, inbox.ErrInvalid) {
 			return fmt.Errorf("deliver %s to %s: %v: %w", e.ID, party, err, ErrPermanent)
 		}
@@ -264,6 +282,9 @@ func (r *Router) deliverAll(ctx context.Context, shard int, e *event.Event, to m
 			return err
 		}
 		seqs[i] = res.Seq
+		if rc.redelivered != nil {
+			*rc.redelivered = res
+		}
 		if !res.Duplicate {
 			r.m.deliveries.WithLabelValues(rc.via).Inc()
 			r.m.kinds.WithLabelValues(res.Kind).Inc()
