@@ -113,7 +113,8 @@ func TestOperatorRoutesRefuseOthers(t *testing.T) {
 		}
 		checked[rt.Path] = true
 	}
-	for _, want := range []string{"/admin/dead-letters", "/admin/github/redeliver-failed", "/monitor/*rest"} {
+	for _, want := range []string{"/admin/dead-letters", "/admin/github/redeliver-failed", "/monitor/*rest",
+		"/admin/deliveries/:guid/redeliver", "/admin/events/:id/redeliver"} {
 		if !checked[want] {
 			t.Errorf("the route list lacks %s (checked %v): is every optional part on in operatorEnv?", want, checked)
 		}

@@ -91,6 +91,12 @@ type Deps struct {
 	// Health runs the health sweep's checks (package workers/health); nil
 	// serves no /v1/health/supervision.
 	Health healthReporter
+
+	// DeliveryRedeliverer and EventRedeliverer are the operators'
+	// redeliveries (DESIGN §11; admin_redeliver.go); nil serves no
+	// /admin/deliveries/{guid}/redeliver, resp. /admin/events/{id}/redeliver.
+	DeliveryRedeliverer deliveryRedeliverer
+	EventRedeliverer    eventRedeliverer
 }
 
 // Server is the gateway.
@@ -221,6 +227,10 @@ func (s *Server) routes() http.Handler {
 	gin.SetMode(gin.ReleaseMode)
 	r := gin.New()
 	r.HandleMethodNotAllowed = true
+	// Routes match the path as sent, so a parameter may hold an escaped
+	// '/' (event ids do: POST /admin/events/{id}/redeliver); parameters
+	// are unescaped as before.
+	r.UseRawPath = true
 	r.Use(s.observe, s.recoverPanic)
 	r.NoRoute(func(c *gin.Context) { abort(c, newProblem(http.StatusNotFound, "not-found", "no such route")) })
 	r.NoMethod(func(c *gin.Context) {
@@ -260,6 +270,7 @@ func (s *Server) routes() http.Handler {
 	admin := r.Group("/admin", s.authenticate, s.requireScope("operator"))
 	s.endpointRoutes(v1, admin)
 	s.githubRoutes(admin)
+	s.redeliverRoutes(admin)
 	s.monitorRoutes(r)
 	return r
 }

@@ -81,6 +81,10 @@ type Stack struct {
 	Escalate  *pushw.Escalator
 	Health    *health.Sweeper
 	GitHub    *GitHubApp // nil without a GitHub App
+	// Router routes journaled events (the workers' consumer) and redelivers
+	// them (the gateway's POST /admin/events/{id}/redeliver): one per
+	// stack, its metrics registered once.
+	Router *route.Router
 
 	healthEvery time.Duration // WAKEGATE_HEALTH_EVERY
 }
@@ -139,6 +143,8 @@ func New(rdb redis.UniversalClient, cfg Config, log *slog.Logger, reg *prometheu
 	if s.healthEvery <= 0 {
 		s.healthEvery = time.Minute
 	}
+	s.Router = route.NewRouter(rdb, s.Journal, s.Sessions, s.Subs, s.Sup, s.Inbox, reg).
+		WithPusher(s.Push).WithHolds(s.Holds, s.Release).WithEscalation(s.Escalate)
 	if s.GitHub != nil {
 		s.GitHub.reconciler(s)
 	}
@@ -151,8 +157,6 @@ func New(rdb redis.UniversalClient, cfg Config, log *slog.Logger, reg *prometheu
 // push queue (pushes, hold releases, escalation timers). ready reports whether the deriver is running.
 func (s *Stack) Workers() (components []func(context.Context) error, ready func() error) {
 	d := derive.New(s.Redis, s.Ingest, s.Tracker, s.Log, s.Metrics, derive.Config{})
-	router := route.NewRouter(s.Redis, s.Journal, s.Sessions, s.Subs, s.Sup, s.Inbox, s.Metrics).
-		WithPusher(s.Push).WithHolds(s.Holds, s.Release).WithEscalation(s.Escalate)
 	asynqServer := pushw.NewServer(s.Redis, s.Push, s.Release, s.Log)
 	// Once a minute across all workers (one pass per tick, whoever claims
 	// it): close expired subscriptions, trim the journal and raw deliveries.
@@ -173,7 +177,7 @@ func (s *Stack) Workers() (components []func(context.Context) error, ready func(
 	s.Metrics.MustRegister(route.NewLagCollector(s.Redis, s.Journal), pushw.NewQueueCollector(s.Redis, s.Push.Queue()))
 	components = []func(context.Context) error{
 		d.Run,
-		route.NewConsumer(s.Redis, s.Journal, router.Handle, s.Log, s.Metrics, route.ConsumerConfig{}).Run,
+		route.NewConsumer(s.Redis, s.Journal, s.Router.Handle, s.Log, s.Metrics, route.ConsumerConfig{}).Run,
 		s.Tracker.RunSettler,
 		periodic.Run,
 		asynqServer.Run,
@@ -197,6 +201,7 @@ func (s *Stack) Gateway(cfg gateway.Config, verifier *agent.Verifier, ready func
 		Endpoints: s.Endpoints, DeadLetters: s.Push,
 		Holds: s.Holds, Releaser: s.Release, Health: s.Health,
 	}
+	deps.DeliveryRedeliverer, deps.EventRedeliverer = s.redeliverers() // redeliver.go
 	if s.GitHub != nil {
 		deps.Linker = watchingLinker{s.Tracker, s.GitHub.Reconcile, s.Log}
 		deps.GitHubSweep, deps.GitHubBaseline = s.GitHub.Sweep, s.GitHub.Reconcile
