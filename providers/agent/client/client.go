@@ -211,6 +211,7 @@ type call struct {
 	contentType  string
 	wait         time.Duration // a long-poll's wait: added to the attempt's timeout
 	idempotent   bool          // may be retried
+	header       http.Header   // sent on every attempt (such as one X-Request-Id for all)
 }
 
 // do runs a call, retrying an idempotent one, and decodes a 2xx JSON
@@ -274,7 +275,12 @@ func (c *Client) once(ctx context.Context, cl call, out any) (status int, retryA
 	actx, cancel := context.WithTimeout(ctx, c.timeout+cl.wait)
 	defer cancel()
 	u := *c.base
-	u.Path = c.base.Path + cl.path
+	// cl.path is escaped (segments through url.PathEscape): sent as is, so
+	// an id holding '/' travels as %2F.
+	u.RawPath = c.base.EscapedPath() + cl.path
+	if u.Path, err = url.PathUnescape(u.RawPath); err != nil {
+		return 0, 0, fmt.Errorf("wakegate: %s %s: %w", cl.method, cl.path, err)
+	}
 	u.RawQuery = cl.query.Encode()
 	var body io.Reader
 	if cl.body != nil {
@@ -293,6 +299,9 @@ func (c *Client) once(ctx context.Context, cl call, out any) (status int, retryA
 	}
 	req.Header.Set("Accept", "application/json, application/problem+json")
 	req.Header.Set("User-Agent", c.agent)
+	for k, v := range cl.header {
+		req.Header[k] = v
+	}
 	if c.token != "" {
 		req.Header.Set("Authorization", "Bearer "+c.token)
 	}
