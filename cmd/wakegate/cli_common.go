@@ -81,6 +81,7 @@ var clientCommands = map[string]func(c *cli, args []string) error{
 	"subscriptions": runSubscriptions,
 	"unsubscribe":   runUnsubscribe,
 	"wait":          runWait,
+	"redeliver":     runRedeliver, // cli_redeliver.go
 }
 
 // runClientCommand runs one client command and turns its outcome into the

@@ -32,6 +32,7 @@ Over the HTTP API (WAKEGATE_URL, WAKEGATE_TOKEN):
   wakegate brief                    leases, subscriptions, unacked entries, open decisions
   wakegate subscribe | subscriptions | unsubscribe ID
   wakegate wait --subject S --timeout 30m   park until a matching entry arrives (exit 3: silence)
+  wakegate redeliver delivery GUID | event ID --source SRC   re-derive a delivery, deliver an event again (operator)
   wakegate hook <harness-event>     what a harness hook runs; never blocks it (always exit 0)
 
 Run "wakegate <command> --help" for the settings of a command. Every setting is
