@@ -269,6 +269,8 @@ type try struct {
 	took   time.Duration
 	status int // 0: transport error (err)
 	err    string
+	// problem: a problem+json answer with Retry-After (what a 503 must be)
+	problem bool
 }
 
 func (t try) end() time.Time { return t.start.Add(t.took) }
@@ -405,6 +407,7 @@ func (l *faultLoad) deliver(kind, id string, send func(c *client) (*response, er
 			tr.err = err.Error()
 		} else {
 			tr.status = r.Status
+			tr.problem = strings.HasPrefix(r.Header.Get("Content-Type"), "application/problem+json") && r.Header.Get("Retry-After") != ""
 		}
 		l.mu.Lock()
 		l.tries = append(l.tries, tr)

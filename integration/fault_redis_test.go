@@ -164,8 +164,9 @@ func redisAway(t *testing.T, crash bool) {
 
 // checkAway checks the attempts that started while Redis was away (from
 // the fault to back): each answered within unavailableWithin, with a 503
-// unless it ended after Redis was back (then a 2xx is fine); none got a 2xx
-// or a transport error while Redis was away. It logs the answer times.
+// (problem+json, Retry-After) unless it ended after Redis was back (then a
+// 2xx is fine); none got a 2xx or a transport error while Redis was away.
+// It logs the answer times.
 func checkAway(t *testing.T, tries []try, from, back time.Time) {
 	t.Helper()
 	during := map[string]durations{}
@@ -190,6 +191,8 @@ func checkAway(t *testing.T, tries []try, from, back time.Time) {
 			problem = fmt.Sprintf("answered %d after %s, over %s", tr.status, tr.took.Round(time.Millisecond), unavailableWithin)
 		case tr.end().Before(back) && tr.status != http.StatusServiceUnavailable:
 			problem = fmt.Sprintf("answered %d while Redis was away", tr.status)
+		case tr.status == http.StatusServiceUnavailable && !tr.problem:
+			problem = "a 503 that is not a problem+json with Retry-After"
 		}
 		if problem != "" {
 			bad++
