@@ -109,8 +109,8 @@ func redisAway(t *testing.T, crash bool) {
 		back = time.Now()
 		r.resume()
 	}
-
 	t.Logf("Redis back at %s", back.Format("15:04:05.000"))
+
 	// Service resumes by itself: new requests are acknowledged.
 	load.waitAcked(t, back, 100, 30*time.Second, "service resumed after Redis came back")
 	tries, acked := load.snapshot()
