@@ -20,15 +20,20 @@ func (s *Server) readBody(c *gin.Context, limit int64) (body []byte, release fun
 	body, err := io.ReadAll(http.MaxBytesReader(c.Writer, c.Request.Body, limit))
 	if err != nil {
 		release()
-		var tooBig *http.MaxBytesError
-		if errors.As(err, &tooBig) {
-			abort(c, newProblem(http.StatusRequestEntityTooLarge, "too-large", "body over the size limit"))
-		} else {
-			abort(c, newProblem(http.StatusBadRequest, "malformed", "could not read the body"))
-		}
+		abort(c, readProblem(err))
 		return nil, nil
 	}
 	return body, release
+}
+
+// readProblem is the answer to a body that could not be read: over the
+// limit, or cut short.
+func readProblem(err error) *problem {
+	var tooBig *http.MaxBytesError
+	if errors.As(err, &tooBig) {
+		return newProblem(http.StatusRequestEntityTooLarge, "too-large", "body over the size limit")
+	}
+	return newProblem(http.StatusBadRequest, "malformed", "could not read the body")
 }
 
 // reserveBody checks the declared length against limit and reserves the

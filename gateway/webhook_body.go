@@ -1,7 +1,6 @@
 package gateway
 
 import (
-	"errors"
 	"io"
 	"net/http"
 	"sync"
@@ -43,12 +42,7 @@ func (s *Server) readWebhookBody(c *gin.Context, limit int64) (body []byte, rele
 	}
 	if err != nil {
 		release()
-		var tooBig *http.MaxBytesError
-		if errors.As(err, &tooBig) {
-			abort(c, newProblem(http.StatusRequestEntityTooLarge, "too-large", "body over the size limit"))
-		} else {
-			abort(c, newProblem(http.StatusBadRequest, "malformed", "could not read the body"))
-		}
+		abort(c, readProblem(err))
 		return nil, nil
 	}
 	return body, release
