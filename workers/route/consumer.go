@@ -16,6 +16,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -56,6 +57,7 @@ type Consumer struct {
 	mu      sync.Mutex
 	running map[int]context.CancelFunc // shards this consumer works
 	done    sync.WaitGroup
+	beat    atomic.Int64 // unix ms of the last heartbeat written
 }
 
 // NewConsumer returns a consumer; owner names this worker process.
@@ -155,6 +157,15 @@ func (c *Consumer) Run(ctx context.Context) error {
 	}
 }
 
+// Healthy reports whether this consumer's heartbeat reached Redis within
+// its lease TTL (a worker's /readyz).
+func (c *Consumer) Healthy() error {
+	if last := c.beat.Load(); time.Since(time.UnixMilli(last)) > c.cfg.LeaseTTL {
+		return fmt.Errorf("route consumer: no heartbeat for more than %v", c.cfg.LeaseTTL)
+	}
+	return nil
+}
+
 // balance heartbeats this worker and takes free shards up to its share.
 func (c *Consumer) balance(ctx context.Context) {
 	now := time.Now()
@@ -165,6 +176,7 @@ func (c *Consumer) balance(ctx context.Context) {
 		}
 		return
 	}
+	c.beat.Store(now.UnixMilli())
 	shards := c.j.Config().Shards
 	share := (shards + live - 1) / live
 	c.mu.Lock()

@@ -154,7 +154,8 @@ func New(rdb redis.UniversalClient, cfg Config, log *slog.Logger, reg *prometheu
 // Workers returns what a worker runs: the deriver (ingest → journal), the
 // router's consumer (journal → inboxes, pushes, holds), the settler, the
 // once-a-minute subscription sweep and trims, and the Asynq server of the
-// push queue (pushes, hold releases, escalation timers). ready reports whether the deriver is running.
+// push queue (pushes, hold releases, escalation timers). ready reports
+// whether the deriver's consumers and the router's heartbeat are running.
 func (s *Stack) Workers() (components []func(context.Context) error, ready func() error) {
 	d := derive.New(s.Redis, s.Ingest, s.Tracker, s.Log, s.Metrics, derive.Config{})
 	asynqServer := pushw.NewServer(s.Redis, s.Push, s.Release, s.Log)
@@ -175,9 +176,10 @@ func (s *Stack) Workers() (components []func(context.Context) error, ready func(
 	// Scraped, not pushed: they read Redis when Prometheus asks, so they
 	// do not freeze when work stops.
 	s.Metrics.MustRegister(route.NewLagCollector(s.Redis, s.Journal), pushw.NewQueueCollector(s.Redis, s.Push.Queue()))
+	consumer := route.NewConsumer(s.Redis, s.Journal, s.Router.Handle, s.Log, s.Metrics, route.ConsumerConfig{})
 	components = []func(context.Context) error{
 		d.Run,
-		route.NewConsumer(s.Redis, s.Journal, s.Router.Handle, s.Log, s.Metrics, route.ConsumerConfig{}).Run,
+		consumer.Run,
 		s.Tracker.RunSettler,
 		periodic.Run,
 		asynqServer.Run,
@@ -187,7 +189,8 @@ func (s *Stack) Workers() (components []func(context.Context) error, ready func(
 		// period across workers.
 		components = append(components, s.GitHub.Sweep.Run, s.GitHub.Reconcile.Run)
 	}
-	return components, d.Healthy
+	// Ready while the deriver's consumers and the router's heartbeat run.
+	return components, func() error { return errors.Join(d.Healthy(), consumer.Healthy()) }
 }
 
 // Gateway returns the gateway on the stack: cfg is its own configuration,
