@@ -55,7 +55,7 @@ func TestLookup(t *testing.T) {
 	// Decide takes the quiet it is given (the router's Lookup) as read.
 	no := false
 	d, err := s.Decide(ctx, Request{Workspace: ws, Party: "human:b", Result: inbox.Result{Seq: 1, Wake: true, Kind: inbox.KindWake},
-		Event: &event.Event{ID: "e1", Type: "session.crashed", Subject: "session:z", Priority: event.Critical, Workspace: ws},
+		Event:    &event.Event{ID: "e1", Type: "session.crashed", Subject: "session:z", Priority: event.Critical, Workspace: ws},
 		Settings: supervision.Defaults(), Quiet: &no, Now: now})
 	if err != nil || !d.Push {
 		t.Fatalf("Decide with Quiet false for a quiet party: %+v, %v; want a push", d, err)

@@ -82,17 +82,17 @@ func (b *Inbox) list(ctx context.Context, workspace, party string, after int64, 
 
 // meta is an entry's meta JSON (inbox.lua documents the short names).
 type meta struct {
-	HeadRank    int      `json:"hp"`
-	Rank        int      `json:"p"`
-	Count       int      `json:"n"`
-	Kind        string   `json:"k"`
-	Wake        bool     `json:"w"`
-	WakeSeq     string   `json:"ws"`
-	WakeType    string   `json:"wy"`
-	FirstAt     int64    `json:"f"`
-	LastAt      int64    `json:"l"`
-	IDs         []string `json:"i"`
-	Via         string   `json:"v"`
+	HeadRank    int             `json:"hp"`
+	Rank        int             `json:"p"`
+	Count       int             `json:"n"`
+	Kind        string          `json:"k"`
+	Wake        bool            `json:"w"`
+	WakeSeq     string          `json:"ws"`
+	WakeType    string          `json:"wy"`
+	FirstAt     int64           `json:"f"`
+	LastAt      int64           `json:"l"`
+	IDs         []string        `json:"i"`
+	Via         string          `json:"v"`
 	Redelivered bool            `json:"r"`
 	Waiter      bool            `json:"wa"`
 	Armed       bool            `json:"xa"`
