@@ -47,7 +47,8 @@ type privateRedis struct {
 	bin   string
 	port  string
 	dir   string
-	fsync string // appendfsync: everysec or always
+	fsync string   // appendfsync: everysec or always
+	args  []string // more arguments (a replica's --replicaof)
 
 	mu   sync.Mutex
 	cmd  *exec.Cmd
@@ -58,13 +59,13 @@ type privateRedis struct {
 // startPrivateRedis starts a redis-server with appendonly yes and the
 // given appendfsync, and waits until it answers. It is killed when the test
 // ends, after the test's wakegate processes (registered later) stopped.
-func startPrivateRedis(t testing.TB, fsync string) *privateRedis {
+func startPrivateRedis(t testing.TB, fsync string, args ...string) *privateRedis {
 	t.Helper()
 	bin, err := exec.LookPath("redis-server")
 	if err != nil {
 		t.Fatalf("the fault tests start their own redis-server: %v", err)
 	}
-	r := &privateRedis{t: t, bin: bin, dir: t.TempDir(), fsync: fsync}
+	r := &privateRedis{t: t, bin: bin, dir: t.TempDir(), fsync: fsync, args: args}
 	t.Cleanup(func() {
 		r.signal(syscall.SIGCONT) // a paused server would not die of SIGTERM
 		r.signal(syscall.SIGKILL)
@@ -113,6 +114,7 @@ func (r *privateRedis) spawn() {
 		"--appendonly", "yes", "--appendfsync", r.fsync, "--save", "",
 		"--aof-use-rdb-preamble", "yes", "--aof-load-truncated", "yes",
 		"--logfile", filepath.Join(r.dir, "redis.log"))
+	cmd.Args = append(cmd.Args, r.args...)
 	if err := cmd.Start(); err != nil {
 		r.t.Fatalf("start redis-server: %v", err)
 	}
