@@ -3,7 +3,8 @@
 // not once per process (seed 001, DESIGN §11 "one scheduler lease").
 //
 // Each tick of a job is a slot: the time floored to the job's period.
-// Every process wakes once per period and tries to claim the slot with
+// Every process wakes at start and then once per period and tries to
+// claim the slot with
 // SET NX; the one that claims it runs the job, the others skip it. A
 // process that dies mid-run does not hand its slot to another (the next
 // slot comes one period later): jobs are idempotent passes, so skipping
@@ -73,6 +74,7 @@ func (s *Scheduler) Run(ctx context.Context) error {
 }
 
 func (s *Scheduler) loop(ctx context.Context, j job) {
+	s.tick(ctx, j) // at start too: a fresh deployment need not wait a period
 	t := time.NewTicker(j.period)
 	defer t.Stop()
 	for {

@@ -187,7 +187,8 @@ func (s *Stack) Workers() (components []func(context.Context) error, ready func(
 	if s.GitHub != nil {
 		// The missed-delivery sweep and the reconciliation, each once per
 		// period across workers.
-		components = append(components, s.GitHub.Sweep.Run, s.GitHub.Reconcile.Run)
+		periodic.Every("github-sweep", s.GitHub.Sweep.Every(), s.GitHub.Sweep.Tick)
+		periodic.Every("github-reconcile", s.GitHub.Reconcile.Every(), s.GitHub.Reconcile.Tick)
 	}
 	// Ready while the deriver's consumers and the router's heartbeat run.
 	return components, func() error { return errors.Join(d.Healthy(), consumer.Healthy()) }

@@ -17,7 +17,10 @@
 //     its Baseline fetches a PR wakegate has never seen when someone
 //     subscribes to it.
 //
-// Periodic work runs under a Redis lease per tick, so N workers run it once.
+// Sweeper.Tick and Reconciler.Tick are one periodic pass each; the
+// worker runs them on workers/schedule, so N workers run each once per
+// period. A sweep also takes a lock, so an operator's and a periodic one
+// never overlap.
 // It imports the event contract, the GitHub normalizer and the stores it
 // records into; it must not import the gateway or the workers.
 package app

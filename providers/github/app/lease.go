@@ -6,7 +6,6 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"log/slog"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -18,13 +17,11 @@ type keys struct{ p string }
 
 func (k keys) sweepWatermark() string { return k.p + ":ghapp:sweep:watermark" } // string: unix ms
 func (k keys) sweepLock() string      { return k.p + ":ghapp:sweep:lock" }      // lease: one sweep at a time
-func (k keys) sweepTick() string      { return k.p + ":ghapp:sweep:tick" }      // lease: one periodic sweep per tick
 func (k keys) redelivered(guid string) string {
 	return k.p + ":ghapp:redelivered:" + guid // string: when wakegate asked GitHub to redeliver guid
 }
 func (k keys) watch() string          { return k.p + ":ghapp:watch" }           // zset: "<ws>\t<repo>\t<n|*>" → ms first watched
 func (k keys) reconcileSince() string { return k.p + ":ghapp:reconcile:since" } // hash: repo → ms of the last tick that covered it
-func (k keys) reconcileTick() string  { return k.p + ":ghapp:reconcile:tick" }  // lease: one reconciliation per tick
 func (k keys) baseline(repo string, n int) string {
 	return fmt.Sprintf("%s:ghapp:baseline:%s#%d", k.p, repo, n) // string: the PR was fetched as a baseline
 }
@@ -62,38 +59,4 @@ return 0
 
 func (l *lease) release(ctx context.Context) error {
 	return releaseScript.Run(ctx, l.rdb, []string{l.key}, l.token).Err()
-}
-
-// everyTick runs f now and then every d, on the worker that wins the
-// tick's lease: each worker tries at its own tick, and the lease (held for
-// just under d, never released) lets one run per period across workers.
-// It returns nil when ctx is cancelled.
-func everyTick(ctx context.Context, rdb redis.UniversalClient, key string, d time.Duration, log *slog.Logger, f func(ctx context.Context) error) error {
-	hold := d - d/20 // a little under d: the winner's next tick finds it free
-	run := func() {
-		if _, err := tryTick(ctx, rdb, key, hold, f); err != nil && ctx.Err() == nil {
-			log.Warn("periodic run failed", "err", err)
-		}
-	}
-	run()
-	t := time.NewTicker(d)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return nil
-		case <-t.C:
-			run()
-		}
-	}
-}
-
-// tryTick runs f if it wins the tick lease key (held for hold); ran
-// reports whether it did.
-func tryTick(ctx context.Context, rdb redis.UniversalClient, key string, hold time.Duration, f func(ctx context.Context) error) (ran bool, err error) {
-	_, ok, err := acquire(ctx, rdb, key, hold)
-	if err != nil || !ok {
-		return false, err
-	}
-	return true, f(ctx)
 }

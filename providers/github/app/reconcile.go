@@ -257,16 +257,17 @@ type ReconcileReport struct {
 	Pruned int // watches dropped (ended, or nobody needs them)
 }
 
-// Run reconciles now and every cfg.Every until ctx is cancelled, once per
-// period across all workers.
-func (r *Reconciler) Run(ctx context.Context) error {
-	return everyTick(ctx, r.rdb, r.k.reconcileTick(), r.cfg.Every, r.log, func(ctx context.Context) error {
-		rep, err := r.Reconcile(ctx)
-		if rep.Closed > 0 {
-			r.log.Info("reconciled pull requests closed without a webhook", "closed", rep.Closed, "repos", rep.Repos)
-		}
-		return err
-	})
+// Every is the period of the passes (ReconcileConfig.Every).
+func (r *Reconciler) Every() time.Duration { return r.cfg.Every }
+
+// Tick is one periodic pass (the worker's scheduler runs it once per
+// Every() across all workers).
+func (r *Reconciler) Tick(ctx context.Context, _ time.Time) error {
+	rep, err := r.Reconcile(ctx)
+	if rep.Closed > 0 {
+		r.log.Info("reconciled pull requests closed without a webhook", "closed", rep.Closed, "repos", rep.Repos)
+	}
+	return err
 }
 
 // watched is one repository's watches.

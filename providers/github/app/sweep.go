@@ -131,20 +131,21 @@ type Skipped struct {
 	Error      string `json:"error,omitempty"` // redeliver_failed: what GitHub answered
 }
 
-// Run sweeps now and every cfg.Every until ctx is cancelled, once per
-// period across all workers.
-func (s *Sweeper) Run(ctx context.Context) error {
-	return everyTick(ctx, s.rdb, s.k.sweepTick(), s.cfg.Every, s.log, func(ctx context.Context) error {
-		rep, err := s.Sweep(ctx, time.Time{})
-		if errors.Is(err, ErrBusy) {
-			return nil // an operator's sweep is running: it covers this tick
-		}
-		if err == nil && (len(rep.Failed) > 0 || len(rep.Redelivered) > 0) {
-			s.log.Info("missed-delivery sweep", "scanned", rep.Scanned, "failed", len(rep.Failed),
-				"redelivered", len(rep.Redelivered), "skipped", len(rep.Skipped))
-		}
-		return err
-	})
+// Every is the period of the periodic sweeps (SweepConfig.Every).
+func (s *Sweeper) Every() time.Duration { return s.cfg.Every }
+
+// Tick is one periodic sweep from the watermark (the worker's scheduler
+// runs it once per Every() across all workers).
+func (s *Sweeper) Tick(ctx context.Context, _ time.Time) error {
+	rep, err := s.Sweep(ctx, time.Time{})
+	if errors.Is(err, ErrBusy) {
+		return nil // an operator's sweep is running: it covers this tick
+	}
+	if err == nil && (len(rep.Failed) > 0 || len(rep.Redelivered) > 0) {
+		s.log.Info("missed-delivery sweep", "scanned", rep.Scanned, "failed", len(rep.Failed),
+			"redelivered", len(rep.Redelivered), "skipped", len(rep.Skipped))
+	}
+	return err
 }
 
 // RedeliverFailed is the on-demand sweep of POST

@@ -232,38 +232,6 @@ func TestSweepSinceAndLock(t *testing.T) {
 	}
 }
 
-// TestPeriodicSweepOncePerTick: two workers at the same tick, one sweep;
-// and none again until the period has passed.
-func TestPeriodicSweepOncePerTick(t *testing.T) {
-	e := newSweepEnv(t)
-	log, _ := newLog()
-	other := NewSweeper(newTestClient(t, e.g), e.rdb, log, newRedisEnv(t).reg, SweepConfig{Prefix: e.prefix})
-	ctx := context.Background()
-	var wg sync.WaitGroup
-	ran := make([]bool, 2)
-	for i, s := range []*Sweeper{e.s, other} {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			ok, err := tryTick(ctx, s.rdb, s.k.sweepTick(), time.Minute, func(ctx context.Context) error {
-				_, err := s.Sweep(ctx, time.Time{})
-				return err
-			})
-			if err != nil {
-				t.Error(err)
-			}
-			ran[i] = ok
-		}()
-	}
-	wg.Wait()
-	if ran[0] == ran[1] || e.g.Calls("list_deliveries") != 1 {
-		t.Fatalf("ran %v with %d listings, want exactly one sweep", ran, e.g.Calls("list_deliveries"))
-	}
-	ok, err := tryTick(ctx, e.rdb, e.s.k.sweepTick(), time.Minute, func(context.Context) error { return nil })
-	if err != nil || ok {
-		t.Fatalf("a second run within the period: ran %v, %v", ok, err)
-	}
-}
 
 func mapsEqual[K comparable, V comparable](a, b map[K]V) bool {
 	if len(a) != len(b) {
