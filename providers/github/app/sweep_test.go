@@ -232,7 +232,6 @@ func TestSweepSinceAndLock(t *testing.T) {
 	}
 }
 
-
 func mapsEqual[K comparable, V comparable](a, b map[K]V) bool {
 	if len(a) != len(b) {
 		return false
