@@ -44,6 +44,7 @@ type config struct {
 	MaxBody        string
 	SecretsFile    string
 	LogLevel       string
+	CPUProfile     string
 
 	AllowPrivateEndpoints bool
 	OperatorPassword      string
@@ -122,6 +123,7 @@ func settings() []setting {
 		{"WAKEGATE_MAX_BODY", "25MB", "largest webhook body accepted (GitHub's own cap is 25 MB)", false, str(func(c *config) *string { return &c.MaxBody })},
 		{"WAKEGATE_SECRETS_FILE", "", "serve with no secrets: where generated secrets are written when stdout is not a terminal (default: a 0600 file in the temp dir)", false, str(func(c *config) *string { return &c.SecretsFile })},
 		{"WAKEGATE_LOG_LEVEL", "info", "debug, info, warn or error", false, str(func(c *config) *string { return &c.LogLevel })},
+		{"WAKEGATE_CPU_PROFILE", "", "write a CPU profile of the whole run to this file (go tool pprof); wakegate bench sets it with --profile", false, str(func(c *config) *string { return &c.CPUProfile })},
 		{"WAKEGATE_ALLOW_PRIVATE_ENDPOINTS", "false", "let push endpoints reach loopback and private addresses (tests, development)", false, func(c *config, v string) error {
 			b, err := strconv.ParseBool(v)
 			if err != nil {

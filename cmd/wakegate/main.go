@@ -23,6 +23,7 @@ Usage:
   wakegate gateway   the HTTP gateway only (production; run N)
   wakegate worker    the journal consumers and timers only (production; run N)
   wakegate token     print a signed agent token for WAKEGATE_JWT_HS256_SECRET
+  wakegate bench     load-test wakegate on Redis: ingest, push, fleet, fanout, subscriptions, soak
 
 Over the HTTP API (WAKEGATE_URL, WAKEGATE_TOKEN):
   wakegate events tail [--follow]   the journal's last events, then new ones
@@ -60,6 +61,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 		err = runToken(rest, stdout, stderr)
 	case "hook":
 		return runHook(rest, os.Stdin, os.Getenv, stdout, stderr)
+	case "bench":
+		return runBench(ctx, rest, stdout, stderr)
 	default:
 		if _, ok := clientCommands[cmd]; ok {
 			return runClientCommand(ctx, cmd, rest, os.Getenv, stdout, stderr)

@@ -13,6 +13,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"runtime/pprof"
 	"strings"
 	"sync"
 	"time"
@@ -47,6 +48,13 @@ func runService(ctx context.Context, role string, args []string, stdout, stderr 
 	}
 	log := newLogger(stderr, cfg.LogLevel)
 	slog.SetDefault(log)
+	if cfg.CPUProfile != "" {
+		stop, err := startCPUProfile(cfg.CPUProfile)
+		if err != nil {
+			return err
+		}
+		defer stop()
+	}
 
 	if cfg.RedisURL == "" {
 		if role != "serve" {
@@ -141,6 +149,19 @@ func buildGateway(cfg *config, st *stack.Stack, ready func() error) (*gateway.Se
 		MaxBody: maxBody, Limits: limits, TokenSecret: tokenSecret, PresenceTTL: cfg.PresenceTTL,
 		OperatorPassword: []byte(cfg.OperatorPassword),
 	}, verifier, ready)
+}
+
+// startCPUProfile profiles the process into path until stop is called.
+func startCPUProfile(path string) (stop func(), err error) {
+	f, err := os.Create(path)
+	if err != nil {
+		return nil, fmt.Errorf("WAKEGATE_CPU_PROFILE: %w", err)
+	}
+	if err := pprof.StartCPUProfile(f); err != nil {
+		_ = f.Close()
+		return nil, fmt.Errorf("WAKEGATE_CPU_PROFILE: %w", err)
+	}
+	return func() { pprof.StopCPUProfile(); _ = f.Close() }, nil
 }
 
 // startEmbeddedRedis runs miniredis on loopback and advances its clock

@@ -1,0 +1,107 @@
+package bench
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"sync/atomic"
+	"time"
+)
+
+func init() {
+	scenarios["ingest"] = &scenario{
+		about:    "signed 28 KB pull_request.opened webhooks only: throughput (closed loop) against the bare handler, derive lag, latency at --rate (open loop), Redis memory per delivery",
+		defaults: Options{Duration: 60 * time.Second, Warmup: 3 * time.Second, Rate: 1000, Conns: 32},
+		run:      runIngest,
+	}
+}
+
+// hooks sends signed pull_request.opened deliveries, PR number off+i,
+// round robin over urls, and counts the accepted ones.
+func hooks(c *http.Client, urls []string, off int64, accepted *atomic.Int64) func(context.Context, int64) error {
+	tpl := newPRTemplate(fixtureRepo)
+	return func(ctx context.Context, i int64) error {
+		req, _ := webhook(ctx, urls[int(i)%len(urls)], "pull_request", tpl.body(off+i))
+		_, err := send(c, req)
+		if err == nil && accepted != nil {
+			accepted.Add(1)
+		}
+		return err
+	}
+}
+
+func runIngest(ctx context.Context, r *runner) error {
+	sys, err := r.start(ctx)
+	if err != nil {
+		return err
+	}
+	defer sys.Stop()
+	base, err := sys.StartBaseline(ctx)
+	if err != nil {
+		return err
+	}
+	c := newHTTPClient(max(r.o.Conns, 256))
+	defer c.CloseIdleConnections()
+	o := r.o
+	closed := func(name string) Loop {
+		return Loop{Name: name, Conns: o.Conns, Duration: o.Duration, Warmup: o.Warmup}
+	}
+	open := func(name string) Loop {
+		return Loop{Name: name, Rate: o.Rate, Conns: max(o.Conns, 256), Duration: o.Duration, Warmup: o.Warmup}
+	}
+
+	// Throughput: the bare handler, then the gateways, each as fast as
+	// o.Conns connections go.
+	l := closed("baseline, closed loop")
+	l.Do = hooks(c, []string{base}, 0, nil)
+	bl := r.measure(ctx, sys, l, true)
+
+	mem0, _ := sys.UsedMemory(ctx)
+	var accepted atomic.Int64
+	l = closed("ingest, closed loop")
+	l.Do = hooks(c, sys.Gateways, 0, &accepted)
+	gw := r.measure(ctx, sys, l, false)
+	lag, err := sys.Lag(ctx) // at the end of the run: has derivation kept up?
+	if err != nil {
+		return fmt.Errorf("read the lag: %w", err)
+	}
+	if _, err := sys.WaitCaughtUp(ctx, 2*time.Minute); err != nil {
+		return err
+	}
+	mem1, _ := sys.UsedMemory(ctx)
+
+	// Latency at a fixed rate, open loop.
+	l = open("baseline, open loop")
+	l.Do = hooks(c, []string{base}, 0, nil)
+	blOpen := r.measure(ctx, sys, l, true)
+	l = open("ingest, open loop")
+	l.Do = hooks(c, sys.Gateways, 1<<40, nil)
+	gwOpen := r.measure(ctx, sys, l, false)
+	openLag, err := sys.WaitCaughtUp(ctx, 10*time.Second)
+	if err != nil {
+		return err
+	}
+
+	rep := r.rep
+	ratio := gw.Achieved / bl.Achieved
+	rep.row(fmt.Sprintf("ingest of signed 28 KB pull_request.opened, %d conns closed loop: ≥ 60 %% of the bare handler's throughput", o.Conns),
+		gw.Achieved, "ops/s", bl.Achieved, ratio, verdict(ratio >= 0.60 && errorCount(gw) == 0))
+	if gw.CPUPerOp > 0 && bl.CPUPerOp > 0 {
+		rep.row("ingest CPU per delivery (wakegate processes + Redis; ratio = baseline ÷ ingest)", float64(gw.CPUPerOp)/1e3, "µs", float64(bl.CPUPerOp)/1e3,
+			float64(bl.CPUPerOp)/float64(gw.CPUPerOp), nil)
+	}
+	rep.row(fmt.Sprintf("derive lag at the end of the %s throughput run < 1 s (backlog %d)", o.Duration, lag.Backlog),
+		lag.Derive.Seconds(), "s", 0, 0, verdict(lag.Derive < time.Second))
+	rep.row(fmt.Sprintf("ingest p99 < 20 ms at %.0f/s open loop", o.Rate), msf(gwOpen.Latency.P99), "ms", msf(blOpen.Latency.P99),
+		float64(gwOpen.Latency.P99)/float64(max(blOpen.Latency.P99, 1)), verdict(gwOpen.Latency.P99 < 20*time.Millisecond && errorCount(gwOpen) == 0))
+	if n := accepted.Load(); n > 0 && mem1 > mem0 {
+		rep.row(fmt.Sprintf("Redis memory per retained delivery (raw, markers, ingest record, journal entry, PR state; %d deliveries)", n),
+			float64(mem1-mem0)/float64(n), "B", 0, 0, nil)
+	}
+	if openLag.Backlog > 0 || openLag.Route > time.Second {
+		r.note("after the open-loop phase the workers were still behind: derive backlog %d, route lag %s", openLag.Backlog, openLag.Route)
+	}
+	return nil
+}
+
+func msf(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
