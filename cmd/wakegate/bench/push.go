@@ -39,6 +39,7 @@ func runPush(ctx context.Context, r *runner) error {
 		tokens[k] = token(fmt.Sprintf("session:bench-%05d", k), "events:push", o.Duration+o.Warmup)
 	}
 	run := randomHex(4)
+	mem0, _ := sys.UsedMemory(ctx)
 	var accepted atomic.Int64
 	l = Loop{Name: "push, closed loop", Conns: o.Conns, Duration: o.Duration, Warmup: o.Warmup}
 	l.Do = func(ctx context.Context, i int64) error {
@@ -59,6 +60,7 @@ func runPush(ctx context.Context, r *runner) error {
 	if err != nil {
 		return err
 	}
+	mem1, _ := sys.UsedMemory(ctx)
 
 	rep := r.rep
 	rep.row(fmt.Sprintf("single-event agent pushes, %d conns closed loop, workers running: ≥ 5,000 events/s", o.Conns),
@@ -66,5 +68,9 @@ func runPush(ctx context.Context, r *runner) error {
 	rep.row(fmt.Sprintf("route lag at the end of the %s run < 1 s", o.Duration), lag.Route.Seconds(), "s", 0, 0, verdict(lag.Route < time.Second))
 	rep.row("accepted pushes in the journal, each once (journaled ÷ accepted = 1)", float64(journaled), "events", float64(accepted.Load()),
 		float64(journaled)/float64(max(accepted.Load(), 1)), verdict(journaled == accepted.Load()))
+	if n := accepted.Load(); n > 0 && mem1 > mem0 {
+		rep.row(fmt.Sprintf("Redis memory per retained agent event (journal entry, idempotency key, session state, inbox copy; %d events)", n),
+			float64(mem1-mem0)/float64(n), "B", 0, 0, nil)
+	}
 	return nil
 }
