@@ -69,7 +69,7 @@ func runPush(ctx context.Context, r *runner) error {
 	rep.row("accepted pushes in the journal, each once (journaled ÷ accepted = 1)", float64(journaled), "events", float64(accepted.Load()),
 		float64(journaled)/float64(max(accepted.Load(), 1)), verdict(journaled == accepted.Load()))
 	if n := accepted.Load(); n > 0 && mem1 > mem0 {
-		rep.row(fmt.Sprintf("Redis memory per retained agent event (journal entry, idempotency key, session state, inbox copy; %d events)", n),
+		rep.row(fmt.Sprintf("Redis memory per retained agent event (journal entry, idempotency key, session state; no recipient; %d events)", n),
 			float64(mem1-mem0)/float64(n), "B", 0, 0, nil)
 	}
 	return nil
