@@ -178,6 +178,34 @@ end
 return out
 `)
 
+// matchBatchScript reads the candidates of several events.
+var matchBatchScript = redis.NewScript(`
+-- match batch: matchScript for several events of one workspace at once.
+-- KEYS[1] T:subs, KEYS[2..] the index sets of every event, event after
+-- event
+-- ARGV[i] how many of those sets are event i's
+-- Returns one array per event (in ARGV's order): the JSON of every
+-- subscription in the union of its sets (ids whose record is missing are
+-- skipped).
+local out, k = {}, 2
+for i = 1, #ARGV do
+  local n = tonumber(ARGV[i])
+  local ids = redis.call('SUNION', unpack(KEYS, k, k + n - 1))
+  k = k + n
+  local subs = {}
+  for j = 1, #ids, 500 do
+    local chunk = {}
+    for m = j, math.min(j + 499, #ids) do chunk[#chunk + 1] = ids[m] end
+    local vals = redis.call('HMGET', KEYS[1], unpack(chunk))
+    for m = 1, #chunk do
+      if vals[m] then subs[#subs + 1] = vals[m] end
+    end
+  end
+  out[i] = subs
+end
+return out
+`)
+
 func newID() string {
 	var b [12]byte
 	_, _ = rand.Read(b[:])
@@ -391,6 +419,100 @@ func (s *Store) Match(ctx context.Context, e *event.Event, sessionLabels []strin
 	if err != nil {
 		return nil, err
 	}
+	return s.filter(ctx, e, sessionLabels, subs), nil
+}
+
+// Candidates are the subscriptions read for one event by MatchCandidates,
+// to be filtered by MatchFrom.
+type Candidates []Subscription
+
+// MatchCandidates reads the candidates of several events at once — what
+// Match reads for each of them with no session labels — in one script call
+// per workspace (a pipeline when there are several). Pass each result to
+// MatchFrom with its event, when the event is routed: filtering (time,
+// every filter) happens there, so reading ahead of routing changes nothing
+// but when the sets were read.
+func (s *Store) MatchCandidates(ctx context.Context, events []*event.Event) ([]Candidates, error) {
+	out := make([]Candidates, len(events))
+	type group struct {
+		idx  []int
+		keys []string
+		argv []any
+	}
+	groups := map[string]*group{}
+	var order []string
+	for i, e := range events {
+		if !event.ValidWorkspace(e.Workspace) {
+			return nil, fmt.Errorf("match subscriptions: event has no valid workspace (%q)", e.Workspace)
+		}
+		g := groups[e.Workspace]
+		if g == nil {
+			g = &group{keys: []string{s.subsKey(e.Workspace)}}
+			groups[e.Workspace] = g
+			order = append(order, e.Workspace)
+		}
+		keys := s.eventKeys(e, nil)
+		g.idx = append(g.idx, i)
+		g.keys = append(g.keys, keys...)
+		g.argv = append(g.argv, len(keys))
+	}
+	pipe := s.rdb.Pipeline()
+	cmds := make([]*redis.Cmd, len(order))
+	for k, ws := range order {
+		g := groups[ws]
+		cmds[k] = matchBatchScript.EvalSha(ctx, pipe, g.keys, g.argv...)
+	}
+	if _, err := pipe.Exec(ctx); err != nil {
+		if !redis.HasErrorPrefix(err, "NOSCRIPT") {
+			return nil, fmt.Errorf("match subscriptions: %w", err)
+		}
+		for k, ws := range order { // not loaded yet (a new or flushed server): once each
+			g := groups[ws]
+			cmds[k] = matchBatchScript.Run(ctx, s.rdb, g.keys, g.argv...)
+		}
+	}
+	for k, ws := range order {
+		g := groups[ws]
+		res, err := cmds[k].Slice()
+		if err != nil {
+			return nil, fmt.Errorf("match subscriptions: %w", err)
+		}
+		if len(res) != len(g.idx) {
+			return nil, fmt.Errorf("match subscriptions: %d replies for %d events", len(res), len(g.idx))
+		}
+		for j, r := range res {
+			list, _ := r.([]any)
+			if len(list) == 0 {
+				continue
+			}
+			raw := make([]string, 0, len(list))
+			for _, v := range list {
+				if str, ok := v.(string); ok {
+					raw = append(raw, str)
+				}
+			}
+			subs, err := decodeAll(raw)
+			if err != nil {
+				return nil, err
+			}
+			out[g.idx[j]] = subs
+		}
+	}
+	return out, nil
+}
+
+// MatchFrom is Match for an event with no session labels whose candidates
+// MatchCandidates has read.
+func (s *Store) MatchFrom(ctx context.Context, e *event.Event, c Candidates) []Subscription {
+	return s.filter(ctx, e, nil, c)
+}
+
+// filter keeps the candidates e matches, oldest first, and removes those
+// whose until time has passed.
+func (s *Store) filter(ctx context.Context, e *event.Event, sessionLabels []string, subs []Subscription) []Subscription {
+	if len(subs) == 0 {
+		return nil
+	}
 	now := s.now()
 	var out []Subscription
 	var expired []string
@@ -405,7 +527,7 @@ func (s *Store) Match(ctx context.Context, e *event.Event, sessionLabels []strin
 	}
 	s.removeQuietly(ctx, e.Workspace, expired)
 	sortSubs(out)
-	return out, nil
+	return out
 }
 
 // candidates reads every subscription in the index sets derived from e.

@@ -410,3 +410,46 @@ func TestCandidatesDoNotGrow(t *testing.T) {
 		t.Fatalf("matches: %v", got)
 	}
 }
+
+// MatchCandidates + MatchFrom, for events of several workspaces at once,
+// finds what Match finds for each of them (no session labels).
+func TestMatchCandidatesIsMatch(t *testing.T) {
+	s, _, _ := newStore(t)
+	o := "session:watcher"
+	create(t, s, "ws", o, `{"types": ["github.pull_request.ready"]}`)
+	create(t, s, "ws", o, `{"types": ["github.*"]}`)
+	create(t, s, "ws", o, `{"subjects": ["github:org/repo#42"]}`)
+	create(t, s, "ws", o, `{"subjects": ["github:org/repo#*"], "types": ["github.pull_request.ready"]}`)
+	create(t, s, "ws", o, `{"session": {"id": "boss", "scope": "subtree"}}`)
+	create(t, s, "ws", o, `{"types": ["cron.*"], "min_priority": "critical"}`)
+	create(t, s, "elsewhere", o, `{"types": ["github.*"]}`)
+	other := func(e *event.Event) *event.Event { e.Workspace = "elsewhere"; return e }
+	events := []*event.Event{
+		ev("github.pull_request.ready", "github:org/repo#42", ""),
+		ev("github.pull_request.opened", "github:org/repo#7", ""),
+		other(ev("github.pull_request.opened", "github:org/repo#7", "")),
+		ev("github.status", "github:org/repo@abcdef1", ""),
+		ev("session.turn_started", "session:kid", "kid", "boss"),
+		ev("cron.unhealthy", "session:z", "z"),
+		ev("wakegate.digest", "session:boss", "boss"),
+		other(ev("session.crashed", "session:z", "z")),
+	}
+	cands, err := s.MatchCandidates(context.Background(), events)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(cands) != len(events) {
+		t.Fatalf("%d results for %d events", len(cands), len(events))
+	}
+	matched := 0
+	for i, e := range events {
+		got, want := ids(s.MatchFrom(context.Background(), e, cands[i])), match(t, s, e)
+		if fmt.Sprint(got) != fmt.Sprint(want) {
+			t.Errorf("event %d (%s %s in %s): batch %v, Match %v", i, e.Type, e.Subject, e.Workspace, got, want)
+		}
+		matched += len(want)
+	}
+	if matched == 0 {
+		t.Fatal("the cases match nothing: the test proves nothing")
+	}
+}

@@ -349,6 +349,11 @@ func (c *Consumer) processBatch(ctx context.Context, shard int, msgs []redis.XMe
 		}
 		bySubject[e.Subject] = append(bySubject[e.Subject], e)
 	}
+	all := make([]*event.Event, 0, len(msgs))
+	for _, subject := range order {
+		all = append(all, bySubject[subject]...)
+	}
+	ctx = withBatch(ctx, all) // what the router reads once per batch: batch.go
 	sem := make(chan struct{}, c.cfg.Parallel)
 	var wg sync.WaitGroup
 	for _, subject := range order {

@@ -193,10 +193,16 @@ func (r *Router) recipients(ctx context.Context, e *event.Event, now time.Time) 
 	var settings supervision.Settings
 	var settingsErr error
 	settingsRead := make(chan struct{})
-	go func() {
-		defer close(settingsRead)
-		settings, settingsErr = r.sup.Settings(ctx, e.Workspace)
-	}()
+	if b := batchFrom(ctx); b != nil {
+		// read once per batch (see batch.go)
+		settings, settingsErr = b.settingsOf(ctx, e.Workspace, r.sup.Settings)
+		close(settingsRead)
+	} else {
+		go func() {
+			defer close(settingsRead)
+			settings, settingsErr = r.sup.Settings(ctx, e.Workspace)
+		}()
+	}
 	to := map[string]recipient{}
 	// A message goes to its target and the target's observers only
 	// (DESIGN §7): no subscriber, no controller, no fallback.
@@ -375,9 +381,14 @@ func (r *Router) subscribers(ctx context.Context, e *event.Event, now time.Time,
 		}
 		labels = s.Labels
 	}
-	matches, err := r.subs.Match(ctx, e, labels)
-	if err != nil {
-		return err
+	var matches []subscriptions.Subscription
+	if c, ok := batchFrom(ctx).prefetched(ctx, e, r.subs); ok {
+		matches = r.subs.MatchFrom(ctx, e, c)
+	} else {
+		var err error
+		if matches, err = r.subs.Match(ctx, e, labels); err != nil {
+			return err
+		}
 	}
 	for _, s := range matches {
 		to[s.Owner] = recipient{via: inbox.ViaSubscription, mode: s.Delivery, waiter: s.Owner == "session:"+e.SessionID}
