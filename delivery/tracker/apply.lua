@@ -50,8 +50,10 @@ local function apply_pr(p, cur)
   end
   redis.call('HSET', pk, unpack(fields))
   if p.state == 'open' then
-    redis.call('PERSIST', pk)
-    redis.call('PERSIST', k_reviews(repo, n))
+    -- Only a closed PR's keys, and a link claimed before the PR's first
+    -- snapshot (claim.lua), carry a TTL: a PR stored open has none.
+    if cur[2] ~= 'open' then redis.call('PERSIST', pk) end
+    if cur[2] == 'closed' then redis.call('PERSIST', k_reviews(repo, n)) end
   else
     redis.call('EXPIRE', pk, RETENTION)
     redis.call('EXPIRE', k_reviews(repo, n), RETENTION)

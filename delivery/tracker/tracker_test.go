@@ -707,3 +707,36 @@ func TestInvalidFacts(t *testing.T) {
 		t.Errorf("ignored fact: %v, %v", r, err)
 	}
 }
+
+// An open PR's tracker and reviews never expire, however it got there: a
+// link claimed before its first snapshot (which expires on its own), a
+// reopen after a close (whose keys expire), or snapshot after snapshot.
+func TestOpenPRKeysPersist(t *testing.T) {
+	e := newEnv(t, tracker.Config{})
+	ttl := func(key string) time.Duration { return e.rdb.TTL(e.ctx, key).Val() }
+	reviews := func(n int) string { return prKeyForTest(e, n) + ":reviews" }
+	const sha = "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa"
+
+	if _, err := e.tr.Claim(e.ctx, e.ws, e.repo, 1, "s1", e.now); err != nil {
+		t.Fatal(err)
+	}
+	if d := ttl(prKeyForTest(e, 1)); d <= 0 {
+		t.Fatalf("a claim before the PR: TTL %v, want one", d)
+	}
+	e.apply(e.pr("opened", 1, sha, at(1)))
+	if d := ttl(prKeyForTest(e, 1)); d != -1 {
+		t.Errorf("claimed, then opened: TTL %v, want none", d)
+	}
+
+	e.apply(e.pr("opened", 2, sha, at(1)))
+	e.apply(e.review(2, "alice", "approved", at(2)))
+	e.apply(e.pr("closed", 2, sha, at(3)))
+	if ttl(prKeyForTest(e, 2)) <= 0 || ttl(reviews(2)) <= 0 {
+		t.Fatalf("closed: TTLs %v, %v; want both to expire", ttl(prKeyForTest(e, 2)), ttl(reviews(2)))
+	}
+	e.apply(e.pr("reopened", 2, sha, at(4)))
+	e.apply(e.pr("synchronize", 2, sha, at(5)))
+	if a, b := ttl(prKeyForTest(e, 2)), ttl(reviews(2)); a != -1 || b != -1 {
+		t.Errorf("reopened: TTLs %v, %v; want none", a, b)
+	}
+}
