@@ -30,6 +30,10 @@ type Check struct {
 	// Unchecked counts journaled events older than what a trimmed ledger
 	// still holds (the ledger keeps about 100,000 records a shard).
 	Unchecked int `json:"unchecked,omitempty"`
+	// Reordered counts PR stories whose opened was derived after their
+	// merge (a killed worker's derivation re-run late): they had no ready
+	// to expect.
+	Reordered int `json:"reordered,omitempty"`
 	// Invariants are seed 000 §3 invariants (and the PR tracker's
 	// promises) read from state: each count must be 0.
 	Invariants []Invariant `json:"invariants,omitempty"`
@@ -49,6 +53,9 @@ func (c *Check) String() string {
 		c.Sent, c.Journaled, c.Expected, c.Delivered, c.Lost, c.Duplicated, c.Misrouted)
 	if c.Unchecked > 0 {
 		s += fmt.Sprintf(" (%d older events not checked: the ledger was trimmed)", c.Unchecked)
+	}
+	if c.Reordered > 0 {
+		s += fmt.Sprintf("\n  %d PR stories had their opened derived after their merge (re-run after a worker kill): no ready was due", c.Reordered)
 	}
 	for _, inv := range c.Invariants {
 		s += fmt.Sprintf("\n  %-68s %d", inv.Name, inv.Count)
@@ -89,6 +96,7 @@ type journalView struct {
 	byGUID  map[string]int            // delivery GUID → events whose id it prefixes
 	ready   map[string]int            // "<subject> <head>" → ready events
 	closed  map[string]int            // subject → closed events
+	seqOf   map[string]string         // "<type> <subject>" → seq, of opened and closed
 	session map[string]map[string]int // PR subject → sessionid of its github events → count
 	faults  []string                  // undeliverable faults, by subject
 	linkErr []string                  // link conflicts
@@ -171,7 +179,7 @@ func causer(e *event.Event) string {
 // readJournal reads every shard of the journal.
 func (f *fleet) readJournal(ctx context.Context) (*journalView, error) {
 	jv := &journalView{events: map[factKey]*journaled{}, byGUID: map[string]int{}, ready: map[string]int{},
-		closed: map[string]int{}, session: map[string]map[string]int{}}
+		closed: map[string]int{}, seqOf: map[string]string{}, session: map[string]map[string]int{}}
 	guids := map[string]bool{}
 	for _, s := range f.sent.facts {
 		if s.guid != "" {
@@ -214,6 +222,9 @@ func (jv *journalView) add(shard int, e *event.Event, to []string, guids map[str
 		jv.ready[e.Subject+" "+d.Head]++
 	case "github.pull_request.closed":
 		jv.closed[e.Subject]++
+		jv.seqOf[e.Type+" "+e.Subject] = e.Seq
+	case "github.pull_request.opened":
+		jv.seqOf[e.Type+" "+e.Subject] = e.Seq
 	case "wakegate.fault.undeliverable":
 		jv.faults = append(jv.faults, e.Subject)
 	case "wakegate.link_conflict":
@@ -350,7 +361,15 @@ func (f *fleet) checkStories(c *Check, jv *journalView) {
 		Invariant{Name: "github events of a linked PR without its author's sessionid"}
 	for _, st := range f.sent.stories {
 		n := jv.ready[st.subject()+" "+st.sha]
-		if n == 0 && st.accepted[stepOpened] && st.accepted[stepSuite] {
+		switch {
+		case n > 0 || !st.accepted[stepOpened] || !st.accepted[stepSuite]:
+		case jv.openedAfterClosed(st.subject()):
+			// Its opened was derived after its merge — a killed worker's
+			// derivation re-run after the rest of the repository's moved
+			// on: the tracker never saw it open, so no ready was due.
+			c.Reordered++
+			f.wakes.forget(st.readyID())
+		default:
 			missingReady.add(st.subject() + " @" + st.sha[:7])
 		}
 		if n > 1 {
@@ -377,6 +396,13 @@ func (f *fleet) checkStories(c *Check, jv *journalView) {
 		conflicts.add(s)
 	}
 	c.Invariants = append(c.Invariants, missingReady, extraReady, badClosed, unlinked, faults, conflicts)
+}
+
+// openedAfterClosed says whether a PR's opened was journaled after its
+// closed (one repository's events share a shard: seqs compare).
+func (jv *journalView) openedAfterClosed(subject string) bool {
+	o, c := jv.seqOf["github.pull_request.opened "+subject], jv.seqOf["github.pull_request.closed "+subject]
+	return o != "" && c != "" && seqBefore(c, o)
 }
 
 func (inv *Invariant) add(example string) { inv.addN(1, example) }

@@ -118,6 +118,13 @@ func (t *wakeTracker) expect(id, sup, kind string, at time.Time) {
 	t.mu.Unlock()
 }
 
+// forget drops an expected wake the check found was not due.
+func (t *wakeTracker) forget(id string) {
+	t.mu.Lock()
+	delete(t.want, id)
+	t.mu.Unlock()
+}
+
 // saw records an answer of sup's long-poll, received at at: every id its
 // entries carry, and what seed 000 I5 forbids — an info entry that woke,
 // two unacked entries of one coalesce key.
