@@ -129,9 +129,10 @@ func withDefaults(o, d Options) Options {
 	return o
 }
 
-// start starts the system under test with the run's gateways and workers.
-func (r *runner) start(ctx context.Context) (*System, error) {
-	sys, err := Start(ctx, SystemConfig{Binary: r.o.Binary, RedisURL: r.o.RedisURL, Gateways: r.o.Gateways, Workers: r.o.Workers, ProfileDir: r.o.ProfileDir})
+// start starts the system under test with the run's gateways and workers;
+// env (WAKEGATE_…=…) is added to their environment.
+func (r *runner) start(ctx context.Context, env ...string) (*System, error) {
+	sys, err := Start(ctx, SystemConfig{Binary: r.o.Binary, RedisURL: r.o.RedisURL, Gateways: r.o.Gateways, Workers: r.o.Workers, ProfileDir: r.o.ProfileDir, Env: env})
 	if err != nil {
 		return nil, err
 	}

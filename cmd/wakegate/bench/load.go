@@ -90,6 +90,15 @@ func QuantilesOf(d []time.Duration) Quantiles {
 	return Quantiles{N: len(d), P50: q(0.50), P90: q(0.90), P99: q(0.99), Max: d[len(d)-1]}
 }
 
+type intendedKey struct{}
+
+// Intended is when the request Do was called for was due (its latency
+// runs from then); zero outside a Loop's Do.
+func Intended(ctx context.Context) time.Time {
+	t, _ := ctx.Value(intendedKey{}).(time.Time)
+	return t
+}
+
 type sample struct {
 	at  time.Duration // intended time, from the start of the measured window
 	lat time.Duration
@@ -119,7 +128,7 @@ func (l Loop) Run(ctx context.Context) Result {
 	// one sends request i and records it unless it was due in the warm-up.
 	one := func(local []sample, i int64, intended time.Time) []sample {
 		inflight.Add(1)
-		err := l.Do(ctx, i)
+		err := l.Do(context.WithValue(ctx, intendedKey{}, intended), i)
 		lat := time.Since(intended)
 		inflight.Add(-1)
 		done.Add(1)
