@@ -7,6 +7,8 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
+	"strconv"
 	"testing"
 	"time"
 )
@@ -20,61 +22,92 @@ import (
 // not asserted here (the CI machine is shared); the figures are in
 // docs/performance.md.
 func TestBenchScenarios(t *testing.T) {
-	if _, err := exec.LookPath("redis-server"); err != nil {
-		t.Fatalf("wakegate bench starts its own redis-server: %v", err)
-	}
 	for _, tc := range []struct {
 		scenario string
 		args     []string
 	}{
 		{"ingest", []string{"--rate", "200"}},
 		{"push", []string{"--sessions", "50"}},
+		{"fleet", []string{"--rate", "100", "--sessions", "100", "--supervisors", "5", "--prs", "20"}},
+		{"fanout", []string{"--recipients", "50", "--rate", "2"}},
+		{"subscriptions", []string{"--rate", "50", "--subscriptions", "500", "--sessions", "1000", "--supervisors", "5"}},
 	} {
-		t.Run(tc.scenario, func(t *testing.T) {
-			html := filepath.Join(t.TempDir(), "chart.html")
-			args := append([]string{"bench", tc.scenario, "--duration", "2s", "--warmup", "500ms", "--conns", "8", "--json", "--html", html}, tc.args...)
-			cmd := exec.Command(binPath, args...)
-			var stdout, stderr bytes.Buffer
-			cmd.Stdout, cmd.Stderr = &stdout, &stderr
-			start := time.Now()
-			err := cmd.Run()
-			var exit *exec.ExitError
-			if err != nil && !(errors.As(err, &exit) && exit.ExitCode() == 3) { // 3: a figure missed its target
-				t.Fatalf("wakegate %v: %v\nstderr:\n%s", args, err, stderr.String())
-			}
-			t.Logf("%s in %s", tc.scenario, time.Since(start).Round(time.Millisecond))
-			var rep struct {
-				Phases []struct {
-					Name     string         `json:"name"`
-					N        int64          `json:"requests"`
-					Errors   map[string]int `json:"errors"`
-					Achieved float64        `json:"achieved_per_s"`
-				} `json:"phases"`
-				Rows []struct {
-					Target string  `json:"target"`
-					Value  float64 `json:"value"`
-				} `json:"rows"`
-				Check *struct {
-					Sent, Lost, Duplicated, Misrouted int
-				} `json:"check"`
-			}
-			if err := json.Unmarshal(stdout.Bytes(), &rep); err != nil {
-				t.Fatalf("the --json report does not parse: %v\n%s", err, stdout.String())
-			}
-			if len(rep.Phases) == 0 || len(rep.Rows) == 0 {
-				t.Fatalf("report without phases or figures:\n%s", stdout.String())
-			}
-			for _, p := range rep.Phases {
-				if p.N == 0 || p.Achieved <= 0 || len(p.Errors) > 0 {
-					t.Errorf("phase %q: %d requests, %.0f/s, errors %v", p.Name, p.N, p.Achieved, p.Errors)
-				}
-			}
-			if c := rep.Check; c != nil && (c.Sent == 0 || c.Lost+c.Duplicated+c.Misrouted > 0) {
-				t.Errorf("ledger check: %+v", *c)
-			}
-			if b, err := os.ReadFile(html); err != nil || !bytes.Contains(b, []byte("<svg")) {
-				t.Errorf("--html wrote no chart: %v", err)
-			}
-		})
+		t.Run(tc.scenario, func(t *testing.T) { runBenchScenario(t, tc.scenario, tc.args...) })
 	}
+}
+
+// TestBenchSoakWorkerKill is the soak with a worker SIGKILLed every
+// second (a fault test): the ledger check must still find nothing lost,
+// duplicated or misrouted.
+func TestBenchSoakWorkerKill(t *testing.T) {
+	rep := runBenchScenario(t, "soak", "--rate", "50", "--sessions", "40", "--supervisors", "4", "--prs", "8", "--kill-every", "1s")
+	if rep.Check == nil {
+		t.Fatal("the soak report has no ledger check")
+	}
+	kills := 0
+	for _, n := range rep.Notes {
+		if m := regexp.MustCompile(`^(\d+) worker kills`).FindStringSubmatch(n); m != nil {
+			kills, _ = strconv.Atoi(m[1])
+		}
+	}
+	if kills == 0 {
+		t.Errorf("no worker was killed during the soak; notes: %q", rep.Notes)
+	}
+}
+
+type benchReport struct {
+	Phases []struct {
+		Name     string         `json:"name"`
+		N        int64          `json:"requests"`
+		Errors   map[string]int `json:"errors"`
+		Achieved float64        `json:"achieved_per_s"`
+	} `json:"phases"`
+	Rows []struct {
+		Target string  `json:"target"`
+		Value  float64 `json:"value"`
+	} `json:"rows"`
+	Check *struct {
+		Sent, Lost, Duplicated, Misrouted int
+	} `json:"check"`
+	Notes []string `json:"notes"`
+}
+
+// runBenchScenario runs `wakegate bench <scenario>` for a few seconds and
+// holds its report to what must be true at any speed.
+func runBenchScenario(t *testing.T, scenario string, extra ...string) benchReport {
+	t.Helper()
+	if _, err := exec.LookPath("redis-server"); err != nil {
+		t.Fatalf("wakegate bench starts its own redis-server: %v", err)
+	}
+	html := filepath.Join(t.TempDir(), "chart.html")
+	args := append([]string{"bench", scenario, "--duration", "2s", "--warmup", "500ms", "--conns", "8", "--json", "--html", html}, extra...)
+	cmd := exec.Command(binPath, args...)
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	start := time.Now()
+	err := cmd.Run()
+	var exit *exec.ExitError
+	if err != nil && !(errors.As(err, &exit) && exit.ExitCode() == 3) { // 3: a figure missed its target
+		t.Fatalf("wakegate %v: %v\nstderr:\n%s", args, err, stderr.String())
+	}
+	t.Logf("%s in %s", scenario, time.Since(start).Round(time.Millisecond))
+	var rep benchReport
+	if err := json.Unmarshal(stdout.Bytes(), &rep); err != nil {
+		t.Fatalf("the --json report does not parse: %v\n%s", err, stdout.String())
+	}
+	if len(rep.Phases) == 0 || len(rep.Rows) == 0 {
+		t.Fatalf("report without phases or figures:\n%s", stdout.String())
+	}
+	for _, p := range rep.Phases {
+		if p.N == 0 || p.Achieved <= 0 || len(p.Errors) > 0 {
+			t.Errorf("phase %q: %d requests, %.0f/s, errors %v", p.Name, p.N, p.Achieved, p.Errors)
+		}
+	}
+	if c := rep.Check; c != nil && (c.Sent == 0 || c.Lost+c.Duplicated+c.Misrouted > 0) {
+		t.Errorf("ledger check: %+v", *c)
+	}
+	if b, err := os.ReadFile(html); err != nil || !bytes.Contains(b, []byte("<svg")) {
+		t.Errorf("--html wrote no chart: %v", err)
+	}
+	return rep
 }
