@@ -209,10 +209,10 @@ func progressPrinter(w io.Writer) (show func(Progress), done func()) {
 		bar := strings.Repeat("█", int(frac*width)) + strings.Repeat("░", width-int(frac*width))
 		offered := "closed loop"
 		if p.Offered > 0 {
-			offered = fmt.Sprintf("%.0f/s offered", p.Offered)
+			offered = rate(p.Offered) + "/s offered"
 		}
-		line := fmt.Sprintf("%-28s %s %3.0f%% %s/%s  %s, %.0f/s done, %d in flight, %d errors",
-			p.Name, bar, frac*100, p.Elapsed.Round(time.Second), p.Total.Round(time.Second), offered, p.RecentPerSec, p.InFlight, p.Errors)
+		line := fmt.Sprintf("%-28s %s %3.0f%% %s/%s  %s, %s/s done, %d in flight, %d errors",
+			p.Name, bar, frac*100, p.Elapsed.Round(time.Second), p.Total.Round(time.Second), offered, rate(p.RecentPerSec), p.InFlight, p.Errors)
 		if tty {
 			fmt.Fprintf(w, "\r\033[K%s", line)
 		} else {

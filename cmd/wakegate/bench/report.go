@@ -122,7 +122,7 @@ func (r *Report) WriteText(w io.Writer) {
 	for _, p := range r.Phases {
 		offered := "max"
 		if p.Offered > 0 {
-			offered = fmt.Sprintf("%.0f", p.Offered)
+			offered = rate(p.Offered)
 		}
 		errs := 0
 		for _, n := range p.Errors {
@@ -133,7 +133,7 @@ func (r *Report) WriteText(w io.Writer) {
 			cpu = fmt.Sprintf("%.0fµs", float64(p.CPUPerOp)/float64(time.Microsecond))
 		}
 		conns := fmt.Sprintf("(%d conns)", p.Conns)
-		fmt.Fprintf(w, "%-30s %9s %9.0f %8s %8s %8s %8s %8d %9s %s\n", p.Name, offered, p.Achieved,
+		fmt.Fprintf(w, "%-30s %9s %9s %8s %8s %8s %8s %8d %9s %s\n", p.Name, offered, rate(p.Achieved),
 			ms(p.Latency.P50), ms(p.Latency.P90), ms(p.Latency.P99), ms(p.Latency.Max), errs, cpu, conns)
 	}
 	for _, p := range r.Phases {
@@ -175,6 +175,14 @@ func (r *Report) WriteText(w io.Writer) {
 	for _, n := range r.Notes {
 		fmt.Fprintf(w, "\nnote: %s\n", n)
 	}
+}
+
+// rate prints a per-second figure: whole above 10, else 2 significant digits.
+func rate(f float64) string {
+	if f >= 10 {
+		return fmt.Sprintf("%.0f", f)
+	}
+	return fmt.Sprintf("%.2g", f)
 }
 
 func clip(s string, n int) string {
@@ -240,7 +248,7 @@ func (r *Report) WriteHTML(w io.Writer) error {
 	return htmlPage.Execute(w, map[string]any{"R": r, "Charts": charts})
 }
 
-var htmlPage = template.Must(template.New("bench").Funcs(template.FuncMap{"ms": ms, "deref": func(b *bool) bool { return *b }}).Parse(`<!doctype html>
+var htmlPage = template.Must(template.New("bench").Funcs(template.FuncMap{"ms": ms, "rate": rate, "deref": func(b *bool) bool { return *b }}).Parse(`<!doctype html>
 <html><head><meta charset="utf-8"><title>wakegate bench {{.R.Scenario}}</title>
 <style>body{font-family:sans-serif;margin:2em;max-width:1000px}svg{background:#fafafa;border:1px solid #ddd}
 td,th{padding:2px 8px;text-align:right}th{background:#eee}.l{text-align:left}</style></head><body>
@@ -248,7 +256,7 @@ td,th{padding:2px 8px;text-align:right}th{background:#eee}.l{text-align:left}</s
 <p>{{.R.Date.Format "2006-01-02 15:04:05 MST"}} · {{.R.Setup}} · {{.R.Machine.CPUs}} CPUs · load average {{.R.Machine.LoadStart}} → {{.R.Machine.LoadEnd}}</p>
 <p><code>{{.R.Command}}</code></p>
 <table><tr><th class="l">phase</th><th>offered/s</th><th>done/s</th><th>p50</th><th>p90</th><th>p99</th><th>max</th></tr>
-{{range .R.Phases}}<tr><td class="l">{{.Name}}</td><td>{{if .Offered}}{{printf "%.0f" .Offered}}{{else}}max{{end}}</td><td>{{printf "%.0f" .Achieved}}</td>
+{{range .R.Phases}}<tr><td class="l">{{.Name}}</td><td>{{if .Offered}}{{rate .Offered}}{{else}}max{{end}}</td><td>{{rate .Achieved}}</td>
 <td>{{ms .Latency.P50}}</td><td>{{ms .Latency.P90}}</td><td>{{ms .Latency.P99}}</td><td>{{ms .Latency.Max}}</td></tr>{{end}}</table>
 <table><tr><th class="l">target</th><th>value</th><th>baseline</th><th>ratio</th><th>verdict</th></tr>
 {{range .R.Rows}}<tr><td class="l">{{.Target}}</td><td>{{.Value}} {{.Unit}}</td><td>{{if .Baseline}}{{.Baseline}}{{end}}</td><td>{{if .Ratio}}{{.Ratio}}{{end}}</td><td>{{if .Pass}}{{if deref .Pass}}PASS{{else}}FAIL{{end}}{{end}}</td></tr>{{end}}</table>
