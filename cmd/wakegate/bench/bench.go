@@ -157,6 +157,25 @@ func (r *runner) loop(ctx context.Context, l Loop) Result {
 	return res
 }
 
+// baseline runs l against the bare ingest handler — started for it in a
+// process of its own, stopped after so that it costs the next phase
+// nothing — and adds the result. Without l.Duration it is the closed
+// loop every throughput is compared with.
+func (r *runner) baseline(ctx context.Context, sys *System, l Loop) (Result, error) {
+	if l.Duration == 0 {
+		l = Loop{Name: "baseline, closed loop", Conns: r.o.Conns, Duration: r.o.Duration, Warmup: r.o.Warmup}
+	}
+	base, err := sys.StartBaseline(ctx)
+	if err != nil {
+		return Result{}, err
+	}
+	defer sys.StopRole("baseline")
+	c := newHTTPClient(max(l.Conns, 64))
+	defer c.CloseIdleConnections()
+	l.Do = hooks(c, []string{base}, 0, nil)
+	return r.measure(ctx, sys, l, true), nil
+}
+
 // measure runs l and sets its CPU per request: the wakegate processes
 // and (private) Redis, or the baseline process and Redis.
 func (r *runner) measure(ctx context.Context, sys *System, l Loop, baseline bool) Result {

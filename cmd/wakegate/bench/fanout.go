@@ -158,15 +158,12 @@ func runFanout(ctx context.Context, r *runner) error {
 		return err
 	}
 	defer sys.Stop()
-	base, err := sys.StartBaseline(ctx)
+	bl, err := r.baseline(ctx, sys, Loop{})
 	if err != nil {
 		return err
 	}
 	c := newHTTPClient(max(o.Conns, 64))
 	defer c.CloseIdleConnections()
-
-	bl := r.measure(ctx, sys, Loop{Name: "baseline, closed loop", Conns: o.Conns, Duration: o.Duration, Warmup: o.Warmup,
-		Do: hooks(c, []string{base}, 0, nil)}, true)
 
 	valid := 2*(o.Duration+o.Warmup) + 10*time.Minute
 	if err := raiseRateCap(ctx, c, sys.Gateways[0], valid); err != nil {

@@ -36,7 +36,9 @@ func runFleet(ctx context.Context, r *runner, during func(ctx context.Context, s
 		return err
 	}
 	defer sys.Stop()
-	bl, err := r.fleetBaseline(ctx, sys)
+	// The bare handler's throughput, at most 20 s: a figure, not a soak.
+	bl, err := r.baseline(ctx, sys, Loop{Name: "baseline, closed loop", Conns: r.o.Conns, Duration: min(r.o.Duration, 20*time.Second),
+		Warmup: min(r.o.Warmup, 3*time.Second)})
 	if err != nil {
 		return err
 	}
@@ -104,23 +106,6 @@ func sampleLag(ctx context.Context, sys *System) func() Lag {
 		}
 	}()
 	return func() Lag { cancel(); <-done; return worst }
-}
-
-// fleetBaseline measures the bare handler's closed-loop throughput (at
-// most 20 s: a figure, not a soak) and stops it so that it costs the
-// fleet nothing.
-func (r *runner) fleetBaseline(ctx context.Context, sys *System) (Result, error) {
-	base, err := sys.StartBaseline(ctx)
-	if err != nil {
-		return Result{}, err
-	}
-	c := newHTTPClient(r.o.Conns)
-	defer c.CloseIdleConnections()
-	l := Loop{Name: "baseline, closed loop", Conns: r.o.Conns, Duration: min(r.o.Duration, 20*time.Second),
-		Warmup: min(r.o.Warmup, 3*time.Second), Do: hooks(c, []string{base}, 0, nil)}
-	bl := r.measure(ctx, sys, l, true)
-	sys.StopRole("baseline")
-	return bl, nil
 }
 
 // fleet is the simulated world: supervisors, the sessions they spawned,

@@ -36,10 +36,6 @@ func runIngest(ctx context.Context, r *runner) error {
 		return err
 	}
 	defer sys.Stop()
-	base, err := sys.StartBaseline(ctx)
-	if err != nil {
-		return err
-	}
 	c := newHTTPClient(max(r.o.Conns, 256))
 	defer c.CloseIdleConnections()
 	o := r.o
@@ -52,13 +48,14 @@ func runIngest(ctx context.Context, r *runner) error {
 
 	// Throughput: the bare handler, then the gateways, each as fast as
 	// o.Conns connections go.
-	l := closed("baseline, closed loop")
-	l.Do = hooks(c, []string{base}, 0, nil)
-	bl := r.measure(ctx, sys, l, true)
+	bl, err := r.baseline(ctx, sys, closed("baseline, closed loop"))
+	if err != nil {
+		return err
+	}
 
 	mem0, _ := sys.UsedMemory(ctx)
 	var accepted atomic.Int64
-	l = closed("ingest, closed loop")
+	l := closed("ingest, closed loop")
 	l.Do = hooks(c, sys.Gateways, 0, &accepted)
 	gw := r.measure(ctx, sys, l, false)
 	lag, err := sys.Lag(ctx) // at the end of the run: has derivation kept up?
@@ -71,9 +68,10 @@ func runIngest(ctx context.Context, r *runner) error {
 	mem1, _ := sys.UsedMemory(ctx)
 
 	// Latency at a fixed rate, open loop.
-	l = open("baseline, open loop")
-	l.Do = hooks(c, []string{base}, 0, nil)
-	blOpen := r.measure(ctx, sys, l, true)
+	blOpen, err := r.baseline(ctx, sys, open("baseline, open loop"))
+	if err != nil {
+		return err
+	}
 	l = open("ingest, open loop")
 	l.Do = hooks(c, sys.Gateways, 1<<40, nil)
 	gwOpen := r.measure(ctx, sys, l, false)

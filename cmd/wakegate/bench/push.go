@@ -23,16 +23,13 @@ func runPush(ctx context.Context, r *runner) error {
 		return err
 	}
 	defer sys.Stop()
-	base, err := sys.StartBaseline(ctx)
+	bl, err := r.baseline(ctx, sys, Loop{})
 	if err != nil {
 		return err
 	}
 	c := newHTTPClient(r.o.Conns)
 	defer c.CloseIdleConnections()
 	o := r.o
-
-	l := Loop{Name: "baseline, closed loop", Conns: o.Conns, Duration: o.Duration, Warmup: o.Warmup, Do: hooks(c, []string{base}, 0, nil)}
-	bl := r.measure(ctx, sys, l, true)
 
 	tokens := make([]string, o.Sessions)
 	for k := range tokens {
@@ -41,7 +38,7 @@ func runPush(ctx context.Context, r *runner) error {
 	run := randomHex(4)
 	mem0, _ := sys.UsedMemory(ctx)
 	var accepted atomic.Int64
-	l = Loop{Name: "push, closed loop", Conns: o.Conns, Duration: o.Duration, Warmup: o.Warmup}
+	l := Loop{Name: "push, closed loop", Conns: o.Conns, Duration: o.Duration, Warmup: o.Warmup}
 	l.Do = func(ctx context.Context, i int64) error {
 		n := strconv.FormatInt(i, 10)
 		body := []byte(`{"specversion":"1.0","id":"` + run + "-" + n + `","source":"bench","type":"session.turn_ended","summary":"turn ` + n + ` ended","data":{"idle":false}}`)

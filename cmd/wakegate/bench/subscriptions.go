@@ -164,16 +164,13 @@ func runSubscriptions(ctx context.Context, r *runner) error {
 		return err
 	}
 	defer sys.Stop()
-	base, err := sys.StartBaseline(ctx)
+	bl, err := r.baseline(ctx, sys, Loop{})
 	if err != nil {
 		return err
 	}
 	c := newHTTPClient(max(o.Conns, 64) + o.Supervisors)
 	defer c.CloseIdleConnections()
 	gw := func(i int) string { return sys.Gateways[i%len(sys.Gateways)] }
-
-	bl := r.measure(ctx, sys, Loop{Name: "baseline, closed loop", Conns: o.Conns, Duration: o.Duration, Warmup: o.Warmup,
-		Do: hooks(c, []string{base}, 0, nil)}, true)
 
 	valid := 2*(o.Duration+o.Warmup) + time.Hour
 	if err := raiseRateCap(ctx, c, gw(0), valid); err != nil {
