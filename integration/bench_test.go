@@ -68,6 +68,11 @@ type benchReport struct {
 	} `json:"rows"`
 	Check *struct {
 		Sent, Lost, Duplicated, Misrouted int
+		Invariants                        []struct {
+			Name    string
+			Count   int
+			Example string
+		}
 	} `json:"check"`
 	Notes []string `json:"notes"`
 }
@@ -103,8 +108,15 @@ func runBenchScenario(t *testing.T, scenario string, extra ...string) benchRepor
 			t.Errorf("phase %q: %d requests, %.0f/s, errors %v", p.Name, p.N, p.Achieved, p.Errors)
 		}
 	}
-	if c := rep.Check; c != nil && (c.Sent == 0 || c.Lost+c.Duplicated+c.Misrouted > 0) {
-		t.Errorf("ledger check: %+v", *c)
+	if c := rep.Check; c != nil {
+		if c.Sent == 0 || c.Lost+c.Duplicated+c.Misrouted > 0 {
+			t.Errorf("ledger check: %+v", *c)
+		}
+		for _, inv := range c.Invariants {
+			if inv.Count > 0 {
+				t.Errorf("invariant %q broken %d times, e.g. %s", inv.Name, inv.Count, inv.Example)
+			}
+		}
 	}
 	if b, err := os.ReadFile(html); err != nil || !bytes.Contains(b, []byte("<svg")) {
 		t.Errorf("--html wrote no chart: %v", err)
