@@ -14,6 +14,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -27,6 +28,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/redis/go-redis/v9"
 
+	"github.com/wakegate/wakegate/cmd/wakegate/bench"
 	wgstack "github.com/wakegate/wakegate/cmd/wakegate/stack"
 	"github.com/wakegate/wakegate/delivery/holds"
 	"github.com/wakegate/wakegate/delivery/inbox"
@@ -42,6 +44,7 @@ import (
 	"github.com/wakegate/wakegate/providers/event"
 	"github.com/wakegate/wakegate/providers/github"
 	pushw "github.com/wakegate/wakegate/workers/push"
+	"github.com/wakegate/wakegate/workers/route"
 )
 
 const (
@@ -249,26 +252,11 @@ func (s *stack) serve(tb testing.TB) string {
 // routeLag is the age of the oldest journal entry the router has not
 // routed yet (its per-shard cursor, workers/route), 0 when none.
 func routeLag(ctx context.Context, s *stack, now time.Time) (time.Duration, error) {
-	var oldest int64
-	for shard := range shards {
-		cursor, err := s.rdb.Get(ctx, s.j.Tag(shard)+":cursor").Result()
-		if errors.Is(err, redis.Nil) {
-			cursor = "0-0"
-		} else if err != nil {
-			return 0, err
-		}
-		next, err := s.rdb.XRangeN(ctx, s.j.StreamKey(shard), "("+cursor, "+", 1).Result()
-		if err != nil {
-			return 0, err
-		}
-		if len(next) > 0 && (oldest == 0 || idMillis(next[0].ID) < oldest) {
-			oldest = idMillis(next[0].ID)
-		}
+	lags, err := route.ShardLags(ctx, s.rdb, s.j, now)
+	if err != nil {
+		return 0, err
 	}
-	if oldest == 0 {
-		return 0, nil
-	}
-	return max(0, now.Sub(time.UnixMilli(oldest))), nil
+	return slices.Max(lags), nil
 }
 
 // lag is how far the deriver is behind the committed deliveries.
@@ -279,62 +267,8 @@ type lag struct {
 
 // deriveLag reads the consumer group of every ingest shard.
 func deriveLag(ctx context.Context, rdb redis.UniversalClient, store *ingest.Store, now time.Time) (lag, error) {
-	var out lag
-	oldest := ""
-	older := func(id string) {
-		if id != "" && (oldest == "" || idMillis(id) < idMillis(oldest)) {
-			oldest = id
-		}
-	}
-	for shard := range store.Shards() {
-		key := store.StreamKey(shard)
-		groups, err := rdb.XInfoGroups(ctx, key).Result()
-		if err != nil {
-			if strings.Contains(err.Error(), "no such key") {
-				continue
-			}
-			return out, err
-		}
-		found := false
-		for _, g := range groups {
-			if g.Name != "derive" {
-				continue
-			}
-			found = true
-			if g.Pending > 0 {
-				p, err := rdb.XPending(ctx, key, g.Name).Result()
-				if err != nil {
-					return out, err
-				}
-				out.Backlog += p.Count
-				older(p.Lower)
-			}
-			if g.Lag > 0 {
-				out.Backlog += g.Lag
-			}
-			next, err := rdb.XRangeN(ctx, key, "("+g.LastDeliveredID, "+", 1).Result()
-			if err != nil {
-				return out, err
-			}
-			if len(next) > 0 {
-				older(next[0].ID)
-			}
-		}
-		if !found { // no deriver has read this shard yet: all of it is behind
-			n, err := rdb.XLen(ctx, key).Result()
-			if err != nil {
-				return out, err
-			}
-			out.Backlog += n
-			if first, err := rdb.XRangeN(ctx, key, "-", "+", 1).Result(); err == nil && len(first) > 0 {
-				older(first[0].ID)
-			}
-		}
-	}
-	if oldest != "" {
-		out.Age = max(0, now.Sub(time.UnixMilli(idMillis(oldest))))
-	}
-	return out, nil
+	age, backlog, err := bench.DeriveLag(ctx, rdb, store, now)
+	return lag{Age: age, Backlog: backlog}, err
 }
 
 func idMillis(id string) int64 {
@@ -343,46 +277,17 @@ func idMillis(id string) int64 {
 	return n
 }
 
-// baseline is the bare handler the ingest targets are measured against:
-// read the body, verify its HMAC, one XADD of the raw body — nothing else.
-type baseline struct {
-	rdb    redis.UniversalClient
-	stream string
-}
-
-func (h *baseline) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, 25<<20))
-	if err != nil {
-		http.Error(w, "unreadable body", http.StatusBadRequest)
-		return
-	}
-	got, _ := hex.DecodeString(strings.TrimPrefix(r.Header.Get("X-Hub-Signature-256"), "sha256="))
-	m := hmac.New(sha256.New, []byte(webhookSecret))
-	m.Write(body)
-	if !hmac.Equal(got, m.Sum(nil)) {
-		http.Error(w, "bad signature", http.StatusUnauthorized)
-		return
-	}
-	ctx, cancel := context.WithTimeout(r.Context(), 2500*time.Millisecond)
-	defer cancel()
-	// MAXLEN bounds the memory of long runs; it is still one XADD.
-	if err := h.rdb.XAdd(ctx, &redis.XAddArgs{Stream: h.stream, MaxLen: 1000, Approx: true, Values: []any{"b", body}}).Err(); err != nil {
-		http.Error(w, "storage unavailable", http.StatusServiceUnavailable)
-		return
-	}
-	w.Header().Set("Content-Type", "application/json")
-	w.WriteHeader(http.StatusAccepted)
-	_, _ = io.WriteString(w, `{"status":"accepted"}`)
-}
-
-func newBaseline(tb testing.TB, redisURL string) *baseline {
+// newBaseline is the bare handler the ingest targets are measured
+// against (read the body, verify its HMAC, one XADD — nothing else), the
+// one wakegate bench serves, on a fresh prefix.
+func newBaseline(tb testing.TB, redisURL string) *bench.Baseline {
 	rdb := newClient(tb, redisURL)
 	prefix := redistest.Prefix()
 	tb.Cleanup(func() {
 		redistest.Flush(rdb, prefix)
 		_ = rdb.Close()
 	})
-	return &baseline{rdb: rdb, stream: prefix + ":baseline"}
+	return bench.NewBaseline(rdb, prefix+":baseline", []byte(webhookSecret))
 }
 
 // httpClient keeps up to conns connections alive to one host.

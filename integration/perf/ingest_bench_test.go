@@ -122,14 +122,15 @@ func BenchmarkDeliveryCPU(b *testing.B) {
 	url := redistest.URL()
 	var baseTotal float64
 	b.Run("baseline", func(b *testing.B) {
-		h := newBaseline(b, url)
-		srv := httptest.NewServer(h)
+		srv := httptest.NewServer(newBaseline(b, url))
 		defer srv.Close()
 		c := httpClient(ingestConns)
 		defer c.CloseIdleConnections()
-		r0, c0 := serverCPU(b, h.rdb), cpuTime()
+		rdb := newClient(b, url)
+		defer rdb.Close()
+		r0, c0 := serverCPU(b, rdb), cpuTime()
 		closedLoop(b, ingestConns, func(i int64) error { return send(c, webhookRequest(srv.URL, p.body(i))) })
-		baseTotal = reportCPU(b, r0, c0, h.rdb)
+		baseTotal = reportCPU(b, r0, c0, rdb)
 	})
 	b.Run("gateway", func(b *testing.B) {
 		s := newStack(b, url, gateway.Limits{})

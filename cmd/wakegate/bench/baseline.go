@@ -54,6 +54,12 @@ func (h *Baseline) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	_, _ = io.WriteString(w, `{"status":"accepted"}`)
 }
 
+// NewBaseline is the bare handler: bodies signed with secret are added to
+// stream.
+func NewBaseline(rdb redis.UniversalClient, stream string, secret []byte) *Baseline {
+	return &Baseline{rdb: rdb, stream: stream, secret: secret}
+}
+
 // ServeBaseline serves the bare handler on addr until ctx ends. The
 // environment of a bench process names the Redis, the key prefix and the
 // secret, as for a gateway.
@@ -68,7 +74,7 @@ func ServeBaseline(ctx context.Context, addr, redisURL, prefix, secret string) e
 	if err != nil {
 		return err
 	}
-	srv := &http.Server{Handler: &Baseline{rdb: rdb, stream: prefix + ":baseline", secret: []byte(secret)}, ReadHeaderTimeout: 10 * time.Second}
+	srv := &http.Server{Handler: NewBaseline(rdb, prefix+":baseline", []byte(secret)), ReadHeaderTimeout: 10 * time.Second}
 	go func() {
 		<-ctx.Done()
 		sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)

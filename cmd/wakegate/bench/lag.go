@@ -36,7 +36,14 @@ func (s *System) Lag(ctx context.Context) (Lag, error) {
 	for _, l := range lags {
 		out.Route = max(out.Route, l)
 	}
-	store := ingest.New(s.Redis, j)
+	out.Derive, out.Backlog, err = DeriveLag(ctx, s.Redis, ingest.New(s.Redis, j), now)
+	return out, err
+}
+
+// DeriveLag reads the deriver's consumer group on every ingest shard: the
+// age at now of the oldest committed delivery not yet derived (0 when
+// none) and how many are committed and not yet derived.
+func DeriveLag(ctx context.Context, rdb redis.UniversalClient, store *ingest.Store, now time.Time) (age time.Duration, backlog int64, err error) {
 	oldest := int64(0)
 	older := func(id string) {
 		if ms := idMillis(id); ms > 0 && (oldest == 0 || ms < oldest) {
@@ -45,12 +52,12 @@ func (s *System) Lag(ctx context.Context) (Lag, error) {
 	}
 	for shard := range store.Shards() {
 		key := store.StreamKey(shard)
-		groups, err := s.Redis.XInfoGroups(ctx, key).Result()
+		groups, err := rdb.XInfoGroups(ctx, key).Result()
 		if err != nil {
 			if strings.Contains(err.Error(), "no such key") {
 				continue
 			}
-			return out, err
+			return 0, 0, err
 		}
 		found := false
 		for _, g := range groups {
@@ -59,37 +66,37 @@ func (s *System) Lag(ctx context.Context) (Lag, error) {
 			}
 			found = true
 			if g.Pending > 0 {
-				p, err := s.Redis.XPending(ctx, key, g.Name).Result()
+				p, err := rdb.XPending(ctx, key, g.Name).Result()
 				if err != nil {
-					return out, err
+					return 0, 0, err
 				}
-				out.Backlog += p.Count
+				backlog += p.Count
 				older(p.Lower)
 			}
-			out.Backlog += max(g.Lag, 0)
-			next, err := s.Redis.XRangeN(ctx, key, "("+g.LastDeliveredID, "+", 1).Result()
+			backlog += max(g.Lag, 0)
+			next, err := rdb.XRangeN(ctx, key, "("+g.LastDeliveredID, "+", 1).Result()
 			if err != nil {
-				return out, err
+				return 0, 0, err
 			}
 			if len(next) > 0 {
 				older(next[0].ID)
 			}
 		}
 		if !found { // no deriver has read this shard yet: all of it is behind
-			n, err := s.Redis.XLen(ctx, key).Result()
+			n, err := rdb.XLen(ctx, key).Result()
 			if err != nil {
-				return out, err
+				return 0, 0, err
 			}
-			out.Backlog += n
-			if first, err := s.Redis.XRangeN(ctx, key, "-", "+", 1).Result(); err == nil && len(first) > 0 {
+			backlog += n
+			if first, err := rdb.XRangeN(ctx, key, "-", "+", 1).Result(); err == nil && len(first) > 0 {
 				older(first[0].ID)
 			}
 		}
 	}
 	if oldest != 0 {
-		out.Derive = max(0, now.Sub(time.UnixMilli(oldest)))
+		age = max(0, now.Sub(time.UnixMilli(oldest)))
 	}
-	return out, nil
+	return age, backlog, nil
 }
 
 // WaitCaughtUp polls until nothing is left to derive or route, or within
