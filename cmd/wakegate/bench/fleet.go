@@ -472,8 +472,12 @@ func (l *sentLog) addStory(s *story) {
 func (f *fleet) rows(r *runner, res, bl Result, chk *Check) {
 	rep, o := r.rep, f.o
 	world := fmt.Sprintf("%d sessions, %d supervisors, %d PRs", len(f.members), len(f.sups), len(f.slots))
-	rep.row(fmt.Sprintf("%s mixed, open loop at %.0f/s for %s: ≥ %d events/s sustained, no errors (ratio: to the bare handler's closed-loop throughput)", o.Scenario, o.Rate, o.Duration, fleetTarget),
-		res.Achieved, "events/s", bl.Achieved, res.Achieved/bl.Achieved, verdict(res.Achieved >= fleetTarget*0.999 && errorCount(res) == 0))
+	want := float64(fleetTarget) // issue 7's figure for fleet; a soak is held to the rate it offers
+	if o.Scenario != "fleet" {
+		want = o.Rate
+	}
+	rep.row(fmt.Sprintf("%s mixed, open loop at %.0f/s for %s: ≥ %.0f events/s sustained, no errors (ratio: to the bare handler's closed-loop throughput)", o.Scenario, o.Rate, o.Duration, want),
+		res.Achieved, "events/s", bl.Achieved, res.Achieved/bl.Achieved, verdict(res.Achieved >= want*0.999 && errorCount(res) == 0))
 	if wk := rep.Wake; wk != nil {
 		rep.row(fmt.Sprintf("%s (%s): fact → wake p99 < 100 ms, every expected wake seen (%d of %d)", o.Scenario, world, wk.Seen, wk.Expected),
 			msf(wk.Latency.P99), "ms", 0, 0, verdict(wk.Latency.P99 < 100*time.Millisecond && wk.Seen == wk.Expected && wk.Expected > 0))
