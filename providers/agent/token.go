@@ -15,6 +15,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/golang-jwt/jwt/v5"
@@ -92,6 +93,53 @@ type Verifier struct {
 	hs     *verifyKey            // nil: no HS256 secret
 	byKid  map[string]*verifyKey // public keys
 	single *verifyKey            // the only key, when it may be used without kid
+	now    func() time.Time
+	cache  verifiedCache
+}
+
+// verifiedCache remembers tokens verified in the last minute by their whole
+// text — signature included, so an entry stands for exactly the bytes that
+// were verified — so that a client's every request does not parse and
+// check the same token again. An entry serves until the token's exp or a
+// minute after its verification, whichever is first; the map is cleared
+// when it reaches verifiedCacheMax entries.
+type verifiedCache struct {
+	mu sync.Mutex
+	m  map[string]verified
+}
+
+type verified struct {
+	claims Claims
+	until  time.Time
+}
+
+const (
+	verifiedCacheTTL = time.Minute
+	verifiedCacheMax = 16384
+)
+
+func (c *verifiedCache) get(token string, now time.Time) (*Claims, bool) {
+	c.mu.Lock()
+	e, ok := c.m[token]
+	c.mu.Unlock()
+	if !ok || !now.Before(e.until) {
+		return nil, false
+	}
+	cl := e.claims
+	return &cl, true
+}
+
+func (c *verifiedCache) put(token string, cl *Claims, now time.Time) {
+	until := now.Add(verifiedCacheTTL)
+	if cl.ExpiresAt != nil && cl.ExpiresAt.Before(until) {
+		until = cl.ExpiresAt.Time
+	}
+	c.mu.Lock()
+	if c.m == nil || len(c.m) >= verifiedCacheMax {
+		c.m = make(map[string]verified)
+	}
+	c.m[token] = verified{claims: *cl, until: until}
+	c.mu.Unlock()
 }
 
 // verifyKey is a key with a parser pinned to its one algorithm.
@@ -129,7 +177,10 @@ func NewVerifier(cfg VerifierConfig) (*Verifier, error) {
 		o := append([]jwt.ParserOption{jwt.WithValidMethods([]string{alg})}, opts...)
 		return &verifyKey{alg: alg, key: key, parser: jwt.NewParser(o...)}
 	}
-	v := &Verifier{byKid: make(map[string]*verifyKey, len(pks))}
+	v := &Verifier{byKid: make(map[string]*verifyKey, len(pks)), now: time.Now}
+	if cfg.Now != nil {
+		v.now = cfg.Now
+	}
 	if len(cfg.HS256Secret) > 0 {
 		v.hs = pinned(jwt.SigningMethodHS256.Alg(), append([]byte(nil), cfg.HS256Secret...))
 	}
@@ -152,6 +203,10 @@ func (v *Verifier) Verify(token string) (*Claims, error) {
 	if len(token) > maxTokenLen {
 		return nil, unauthenticated("token too long")
 	}
+	now := v.now()
+	if c, ok := v.cache.get(token, now); ok {
+		return c, nil
+	}
 	k, reason := v.pick(token)
 	if k == nil {
 		return nil, unauthenticated(reason)
@@ -167,6 +222,7 @@ func (v *Verifier) Verify(token string) (*Claims, error) {
 	if !event.ValidWorkspace(c.Workspace) {
 		return nil, unauthenticated("invalid ws")
 	}
+	v.cache.put(token, c, now)
 	return c, nil
 }
 

@@ -710,3 +710,37 @@ func FuzzVerify(f *testing.F) {
 		}
 	})
 }
+
+// A verified token is served from the cache — a copy of its claims —
+// until its exp or a minute after it was verified, whichever is first;
+// after that it is verified again, so an expired token is refused.
+func TestVerifiedTokenCache(t *testing.T) {
+	now := tokNow
+	v := tokVerifier(t, VerifierConfig{HS256Secret: tokSecret, Now: func() time.Time { return now }})
+	c := tokClaims()
+	c.ExpiresAt = jwt.NewNumericDate(tokNow.Add(90 * time.Second))
+	tok := tokHS(t, c)
+
+	first := tokVerify(t, v, tok)
+	first.Scope = "admin" // a caller's change stays its own
+	if _, ok := v.cache.get(tok, now); !ok {
+		t.Fatal("a verified token is not cached")
+	}
+	if again := tokVerify(t, v, tok); again.Scope != "events:push inbox" {
+		t.Fatalf("cached claims changed by a caller: scope %q", again.Scope)
+	}
+	// A token differing in one byte of its signature is not the cached one.
+	tampered := tok[:len(tok)-2] + map[bool]string{true: "AA", false: "BB"}[tok[len(tok)-2:] != "AA"]
+	tokRefuse(t, v, tampered, "signature")
+
+	now = tokNow.Add(61 * time.Second) // a minute later: verified again (still valid)
+	if _, ok := v.cache.get(tok, now); ok {
+		t.Error("served from the cache more than a minute after its verification")
+	}
+	tokVerify(t, v, tok)
+	now = tokNow.Add(90*time.Second + leeway + time.Second) // past exp and the leeway
+	if _, ok := v.cache.get(tok, now); ok {
+		t.Error("served from the cache after its exp")
+	}
+	tokRefuse(t, v, tok, "token expired")
+}

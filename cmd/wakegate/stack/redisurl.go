@@ -83,6 +83,7 @@ func redisOptions(rawURL string, shards int) (any, error) {
 		opt.MaxRetries = 1
 		opt.ContextTimeoutEnabled = true
 		opt.PoolSize = pool
+		opt.Protocol = resp(opt.Protocol)
 		return opt, nil
 	case "sentinel":
 		opt, err := redis.ParseFailoverURL(plain)
@@ -99,6 +100,7 @@ func redisOptions(rawURL string, shards int) (any, error) {
 		opt.MaxRetries = 1
 		opt.ContextTimeoutEnabled = true
 		opt.PoolSize = pool
+		opt.Protocol = resp(opt.Protocol)
 		return opt, nil
 	case "cluster":
 		if u, err := url.Parse(plain); err == nil && strings.Trim(u.Path, "/") != "" && strings.Trim(u.Path, "/") != "0" {
@@ -115,10 +117,23 @@ func redisOptions(rawURL string, shards int) (any, error) {
 		opt.MaxRetries = 1
 		opt.ContextTimeoutEnabled = true
 		opt.PoolSize = pool
+		opt.Protocol = resp(opt.Protocol)
 		return opt, nil
 	default:
 		return nil, fmt.Errorf("WAKEGATE_REDIS_URL: unknown scheme %q; want one of %s", scheme, RedisURLForms)
 	}
+}
+
+// resp is the protocol a client speaks: RESP2 unless the URL asks for
+// another (?protocol=3). wakegate uses nothing of RESP3, and go-redis
+// checks a RESP3 connection for pending push notifications on every
+// command: 10 % of a worker's CPU and 6 % of a gateway's under the fleet
+// load (wakegate bench fleet --profile).
+func resp(fromURL int) int {
+	if fromURL != 0 {
+		return fromURL
+	}
+	return 2
 }
 
 // redisURLError wraps a go-redis parse error without the URL net/url

@@ -15,10 +15,10 @@ import (
 // accepted forms; no error quotes the password. No Sentinel or Cluster
 // runs here: the clients are built, never dialled.
 func TestRedisURLForms(t *testing.T) {
-	common := func(t *testing.T, dial, read, write time.Duration, retries, pool int, ctxTimeout bool) {
+	common := func(t *testing.T, dial, read, write time.Duration, retries, pool int, ctxTimeout bool, protocol int) {
 		t.Helper()
-		if dial != time.Second || read != 2*time.Second || write != 2*time.Second || retries != 1 || pool != 64+2*8 || !ctxTimeout {
-			t.Fatalf("dial %v read %v write %v retries %d pool %d ctx %v; want 1s 2s 2s 1 %d true", dial, read, write, retries, pool, ctxTimeout, 64+2*8)
+		if dial != time.Second || read != 2*time.Second || write != 2*time.Second || retries != 1 || pool != 64+2*8 || !ctxTimeout || protocol != 2 {
+			t.Fatalf("dial %v read %v write %v retries %d pool %d ctx %v protocol %d; want 1s 2s 2s 1 %d true 2", dial, read, write, retries, pool, ctxTimeout, protocol, 64+2*8)
 		}
 	}
 	t.Run("single node", func(t *testing.T) {
@@ -26,7 +26,10 @@ func TestRedisURLForms(t *testing.T) {
 		if o.Addr != "cache.internal:6380" || o.DB != 2 || o.Username != "u" || o.Password != "pw" || o.ClientName != "wg" || o.TLSConfig != nil {
 			t.Fatalf("options %+v", o)
 		}
-		common(t, o.DialTimeout, o.ReadTimeout, o.WriteTimeout, o.MaxRetries, o.PoolSize, o.ContextTimeoutEnabled) // the URL's read_timeout does not win
+		common(t, o.DialTimeout, o.ReadTimeout, o.WriteTimeout, o.MaxRetries, o.PoolSize, o.ContextTimeoutEnabled, o.Protocol) // the URL's read_timeout does not win
+		if o := mustOptions[*redis.Options](t, "redis://cache:6379?protocol=3"); o.Protocol != 3 {
+			t.Fatalf("protocol=3 asked for, got %d", o.Protocol)
+		}
 		if o := mustOptions[*redis.Options](t, "rediss://cache:6379"); o.TLSConfig == nil || o.TLSConfig.ServerName != "cache" {
 			t.Fatalf("rediss: TLS %+v", o.TLSConfig)
 		}
@@ -38,7 +41,7 @@ func TestRedisURLForms(t *testing.T) {
 			o.SentinelUsername != "su" || o.SentinelPassword != "spw" || o.Password != "masterpw" || o.DB != 3 || o.TLSConfig != nil {
 			t.Fatalf("options %+v", o)
 		}
-		common(t, o.DialTimeout, o.ReadTimeout, o.WriteTimeout, o.MaxRetries, o.PoolSize, o.ContextTimeoutEnabled)
+		common(t, o.DialTimeout, o.ReadTimeout, o.WriteTimeout, o.MaxRetries, o.PoolSize, o.ContextTimeoutEnabled, o.Protocol)
 		if o := mustOptions[*redis.FailoverOptions](t, "REDISS+SENTINEL://s1:26379?master_name=m"); o.TLSConfig == nil {
 			t.Fatal("rediss+sentinel: no TLS")
 		}
@@ -49,7 +52,7 @@ func TestRedisURLForms(t *testing.T) {
 			o.ClientName != "wg" || o.ReadOnly || o.TLSConfig != nil {
 			t.Fatalf("options %+v", o)
 		}
-		common(t, o.DialTimeout, o.ReadTimeout, o.WriteTimeout, o.MaxRetries, o.PoolSize, o.ContextTimeoutEnabled)
+		common(t, o.DialTimeout, o.ReadTimeout, o.WriteTimeout, o.MaxRetries, o.PoolSize, o.ContextTimeoutEnabled, o.Protocol)
 		if o := mustOptions[*redis.ClusterOptions](t, "rediss+cluster://n1:7000/0"); o.TLSConfig == nil {
 			t.Fatal("rediss+cluster: no TLS")
 		}
