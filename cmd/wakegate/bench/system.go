@@ -412,9 +412,6 @@ func stopProc(p *proc, grace time.Duration) {
 	}
 }
 
-// Logs names the processes' log files.
-func (s *System) Logs() string { return s.cfg.Dir }
-
 // flush deletes every key of the run's prefix.
 func flush(rdb redis.UniversalClient, prefix string) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
@@ -469,9 +466,6 @@ func procCPU(pid int) time.Duration {
 	const clockTicks = 100                   // USER_HZ on Linux
 	return time.Duration(ut+st) * time.Second / clockTicks
 }
-
-// selfCPU is the CPU time of this process (the load generator).
-func selfCPU() time.Duration { return procCPU(os.Getpid()) }
 
 func freePort() (int, error) {
 	l, err := net.Listen("tcp", "127.0.0.1:0")
