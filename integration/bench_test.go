@@ -28,6 +28,7 @@ func TestBenchScenarios(t *testing.T) {
 	}{
 		{"ingest", []string{"--rate", "200"}},
 		{"push", []string{"--sessions", "50"}},
+		{"push", []string{"--sessions", "20", "--scale"}}, // 1 and 2 gateways × 1 and 2 workers
 		{"fleet", []string{"--rate", "100", "--sessions", "100", "--supervisors", "5", "--prs", "20"}},
 		{"fanout", []string{"--recipients", "50", "--rate", "2"}},
 		{"subscriptions", []string{"--rate", "50", "--subscriptions", "500", "--sessions", "1000", "--supervisors", "5"}},

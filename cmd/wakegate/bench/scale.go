@@ -12,7 +12,7 @@ import (
 // scenario's first) as a ratio to one gateway and one worker.
 func runScaling(ctx context.Context, o Options, sc *scenario) (*Report, error) {
 	rep := &Report{Scenario: o.Scenario + " (scaling)", Command: o.Command, Date: time.Now().UTC(), Machine: newMachine()}
-	var first float64
+	var first, firstCPU float64
 	for _, cfg := range [][2]int{{1, 1}, {1, 2}, {2, 1}, {2, 2}} {
 		o := o
 		o.Scale, o.Gateways, o.Workers = false, cfg[0], cfg[1]
@@ -36,6 +36,15 @@ func runScaling(ctx context.Context, o Options, sc *scenario) (*Report, error) {
 				first = head.Value
 			}
 			rep.row(fmt.Sprintf("scaling: %s with %d gateway(s) and %d worker(s), ratio to 1×1", head.Unit, cfg[0], cfg[1]), head.Value, head.Unit, first, head.Value/first, nil)
+		}
+		// At a fixed offered rate the headline is the same everywhere; what
+		// a configuration changes is the cost of the scenario's last phase.
+		if n := len(r.rep.Phases); n > 0 && r.rep.Phases[n-1].CPUPerOp > 0 {
+			cpu := float64(r.rep.Phases[n-1].CPUPerOp) / 1e3
+			if firstCPU == 0 {
+				firstCPU = cpu
+			}
+			rep.row(fmt.Sprintf("scaling: CPU per request of %q with %d gateway(s) and %d worker(s), ratio to 1×1", r.rep.Phases[n-1].Name, cfg[0], cfg[1]), cpu, "µs", firstCPU, cpu/firstCPU, nil)
 		}
 		rep.Notes = append(rep.Notes, r.rep.Notes...)
 	}
