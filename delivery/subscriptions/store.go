@@ -158,29 +158,10 @@ for i = 3, #KEYS do redis.call('SREM', KEYS[i], ARGV[1]) end
 return body
 `)
 
-// matchScript reads the candidates of an event.
+// matchScript reads the candidates of one or several events.
 var matchScript = redis.NewScript(`
--- match: the subscriptions in the union of an event's index sets.
--- KEYS[1] T:subs, KEYS[2..] the index sets derived from the event
--- ARGV none
--- Returns the JSON of every subscription in the union (ids whose record
--- is missing are skipped).
-local ids = redis.call('SUNION', unpack(KEYS, 2))
-local out = {}
-for i = 1, #ids, 500 do
-  local chunk = {}
-  for k = i, math.min(i + 499, #ids) do chunk[#chunk + 1] = ids[k] end
-  local vals = redis.call('HMGET', KEYS[1], unpack(chunk))
-  for k = 1, #chunk do
-    if vals[k] then out[#out + 1] = vals[k] end
-  end
-end
-return out
-`)
-
-// matchBatchScript reads the candidates of several events.
-var matchBatchScript = redis.NewScript(`
--- match batch: matchScript for several events of one workspace at once.
+-- match: the subscriptions in the union of each event's index sets, for
+-- one or several events of one workspace at once.
 -- KEYS[1] T:subs, KEYS[2..] the index sets of every event, event after
 -- event
 -- ARGV[i] how many of those sets are event i's
@@ -297,9 +278,29 @@ func (s *Store) List(ctx context.Context, workspace, owner string) ([]Subscripti
 }
 
 func (s *Store) readSet(ctx context.Context, workspace, set string) ([]Subscription, error) {
-	raw, err := matchScript.Run(ctx, s.rdb, []string{s.subsKey(workspace), set}).StringSlice() // the union of one set
+	return s.union(ctx, workspace, []string{set})
+}
+
+// union reads every subscription in the union of one event's index sets.
+func (s *Store) union(ctx context.Context, workspace string, sets []string) ([]Subscription, error) {
+	res, err := matchScript.Run(ctx, s.rdb, append([]string{s.subsKey(workspace)}, sets...), len(sets)).Slice()
 	if err != nil {
 		return nil, err
+	}
+	if len(res) != 1 {
+		return nil, fmt.Errorf("%d replies for one event", len(res))
+	}
+	return decodeReply(res[0])
+}
+
+// decodeReply decodes one event's reply of matchScript.
+func decodeReply(r any) ([]Subscription, error) {
+	list, _ := r.([]any)
+	raw := make([]string, 0, len(list))
+	for _, v := range list {
+		if str, ok := v.(string); ok {
+			raw = append(raw, str)
+		}
 	}
 	return decodeAll(raw)
 }
@@ -460,7 +461,7 @@ func (s *Store) MatchCandidates(ctx context.Context, events []*event.Event) ([]C
 	cmds := make([]*redis.Cmd, len(order))
 	for k, ws := range order {
 		g := groups[ws]
-		cmds[k] = matchBatchScript.EvalSha(ctx, pipe, g.keys, g.argv...)
+		cmds[k] = matchScript.EvalSha(ctx, pipe, g.keys, g.argv...)
 	}
 	if _, err := pipe.Exec(ctx); err != nil {
 		if !redis.HasErrorPrefix(err, "NOSCRIPT") {
@@ -468,7 +469,7 @@ func (s *Store) MatchCandidates(ctx context.Context, events []*event.Event) ([]C
 		}
 		for k, ws := range order { // not loaded yet (a new or flushed server): once each
 			g := groups[ws]
-			cmds[k] = matchBatchScript.Run(ctx, s.rdb, g.keys, g.argv...)
+			cmds[k] = matchScript.Run(ctx, s.rdb, g.keys, g.argv...)
 		}
 	}
 	for k, ws := range order {
@@ -481,21 +482,13 @@ func (s *Store) MatchCandidates(ctx context.Context, events []*event.Event) ([]C
 			return nil, fmt.Errorf("match subscriptions: %d replies for %d events", len(res), len(g.idx))
 		}
 		for j, r := range res {
-			list, _ := r.([]any)
-			if len(list) == 0 {
-				continue
-			}
-			raw := make([]string, 0, len(list))
-			for _, v := range list {
-				if str, ok := v.(string); ok {
-					raw = append(raw, str)
-				}
-			}
-			subs, err := decodeAll(raw)
+			subs, err := decodeReply(r)
 			if err != nil {
 				return nil, err
 			}
-			out[g.idx[j]] = subs
+			if len(subs) > 0 {
+				out[g.idx[j]] = subs
+			}
 		}
 	}
 	return out, nil
@@ -535,12 +528,11 @@ func (s *Store) candidates(ctx context.Context, e *event.Event, sessionLabels []
 	if !event.ValidWorkspace(e.Workspace) {
 		return nil, fmt.Errorf("match subscriptions: event has no valid workspace (%q)", e.Workspace)
 	}
-	keys := append([]string{s.subsKey(e.Workspace)}, s.eventKeys(e, sessionLabels)...)
-	raw, err := matchScript.Run(ctx, s.rdb, keys).StringSlice()
+	subs, err := s.union(ctx, e.Workspace, s.eventKeys(e, sessionLabels))
 	if err != nil {
 		return nil, fmt.Errorf("match subscriptions: %w", err)
 	}
-	return decodeAll(raw)
+	return subs, nil
 }
 
 // CloseForSubject removes every "until: subject_terminal" subscription on
