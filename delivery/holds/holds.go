@@ -247,43 +247,53 @@ type State struct {
 // Lookup reads the State of each of parties in one round trip (the
 // router reads it once per event for all its recipients).
 func (s *Store) Lookup(ctx context.Context, ws string, parties []string, now time.Time) (map[string]State, error) {
-	for _, p := range parties {
-		if err := checkRecipient(ws, p); err != nil {
-			return nil, err
+	p := s.rdb.Pipeline()
+	read := s.QueueLookup(ctx, p, ws, parties, now)
+	_, _ = p.Exec(ctx) // each command's error is read by read
+	return read()
+}
+
+// QueueLookup queues Lookup's reads on p (a pipeline, so that a caller
+// reads several things in one round trip); the func it returns answers as
+// Lookup once p has run.
+func (s *Store) QueueLookup(ctx context.Context, p redis.Pipeliner, ws string, parties []string, now time.Time) func() (map[string]State, error) {
+	for _, party := range parties {
+		if err := checkRecipient(ws, party); err != nil {
+			return func() (map[string]State, error) { return nil, err }
 		}
 	}
-	pipe := s.rdb.Pipeline()
 	gets := make([]*redis.StringCmd, len(parties))
-	for i, p := range parties {
-		gets[i] = pipe.Get(ctx, s.rkey(ws, p, "presence"))
+	for i, party := range parties {
+		gets[i] = p.Get(ctx, s.rkey(ws, party, "presence"))
 	}
-	quiet := pipe.HMGet(ctx, s.quietKey(ws), append([]string{ScopeAll}, parties...)...)
-	_, _ = pipe.Exec(ctx) // each command's error is read below
-	if err := quiet.Err(); err != nil {
-		return nil, err
-	}
-	live := func(v any) bool {
-		str, ok := v.(string)
-		var q Quiet
-		return ok && json.Unmarshal([]byte(str), &q) == nil && q.live(now)
-	}
-	qs := quiet.Val()
-	out := make(map[string]State, len(parties))
-	for i, p := range parties {
-		st := State{Quiet: live(qs[0]) || live(qs[i+1])}
-		b, err := gets[i].Bytes()
-		switch {
-		case errors.Is(err, redis.Nil):
-		case err != nil:
+	quiet := p.HMGet(ctx, s.quietKey(ws), append([]string{ScopeAll}, parties...)...)
+	return func() (map[string]State, error) {
+		if err := quiet.Err(); err != nil {
 			return nil, err
-		default:
-			if err := json.Unmarshal(b, &st.Presence); err != nil {
-				return nil, fmt.Errorf("stored presence of %s: %w", p, err)
-			}
 		}
-		out[p] = st
+		live := func(v any) bool {
+			str, ok := v.(string)
+			var q Quiet
+			return ok && json.Unmarshal([]byte(str), &q) == nil && q.live(now)
+		}
+		qs := quiet.Val()
+		out := make(map[string]State, len(parties))
+		for i, party := range parties {
+			st := State{Quiet: live(qs[0]) || live(qs[i+1])}
+			b, err := gets[i].Bytes()
+			switch {
+			case errors.Is(err, redis.Nil):
+			case err != nil:
+				return nil, err
+			default:
+				if err := json.Unmarshal(b, &st.Presence); err != nil {
+					return nil, fmt.Errorf("stored presence of %s: %w", party, err)
+				}
+			}
+			out[party] = st
+		}
+		return out, nil
 	}
-	return out, nil
 }
 
 // QuietHeldParties lists the parties with quiet-held wakes.

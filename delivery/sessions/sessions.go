@@ -79,11 +79,24 @@ func Key(j *journal.Journal, workspace, party string) string {
 // Get returns the record of a party; a party never recorded comes back
 // with Liveness Unknown.
 func (r *Registry) Get(ctx context.Context, workspace, party string, now time.Time) (*Session, error) {
-	h, err := r.rdb.HGetAll(ctx, Key(r.j, workspace, party)).Result()
-	if err != nil {
-		return nil, fmt.Errorf("session %s: %w", party, err)
+	return r.read(workspace, party, r.rdb.HGetAll(ctx, Key(r.j, workspace, party)))(now)
+}
+
+// Queue queues the read of a party's record on p (a pipeline, so that a
+// caller reads several things in one round trip); the func it returns
+// answers as Get once p has run.
+func (r *Registry) Queue(ctx context.Context, p redis.Pipeliner, workspace, party string) func(now time.Time) (*Session, error) {
+	return r.read(workspace, party, p.HGetAll(ctx, Key(r.j, workspace, party)))
+}
+
+func (r *Registry) read(workspace, party string, cmd *redis.MapStringStringCmd) func(now time.Time) (*Session, error) {
+	return func(now time.Time) (*Session, error) {
+		h, err := cmd.Result()
+		if err != nil {
+			return nil, fmt.Errorf("session %s: %w", party, err)
+		}
+		return decode(workspace, party, h, r.ttl, now), nil
 	}
-	return decode(workspace, party, h, r.ttl, now), nil
 }
 
 func decode(workspace, party string, h map[string]string, ttl time.Duration, now time.Time) *Session {

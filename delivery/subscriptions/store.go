@@ -423,6 +423,37 @@ func (s *Store) Match(ctx context.Context, e *event.Event, sessionLabels []strin
 	return s.filter(ctx, e, sessionLabels, subs), nil
 }
 
+// QueueMatch queues Match's read on p (a pipeline, so that a caller reads
+// several things in one round trip); the func it returns answers as Match
+// once p has run. Should the server not know the script yet, that func
+// runs it once itself.
+func (s *Store) QueueMatch(ctx context.Context, p redis.Pipeliner, e *event.Event, sessionLabels []string) func() ([]Subscription, error) {
+	if !event.ValidWorkspace(e.Workspace) {
+		return func() ([]Subscription, error) {
+			return nil, fmt.Errorf("match subscriptions: event has no valid workspace (%q)", e.Workspace)
+		}
+	}
+	keys := append([]string{s.subsKey(e.Workspace)}, s.eventKeys(e, sessionLabels)...)
+	cmd := matchScript.EvalSha(ctx, p, keys, len(keys)-1)
+	return func() ([]Subscription, error) {
+		res, err := cmd.Slice()
+		if redis.HasErrorPrefix(err, "NOSCRIPT") {
+			res, err = matchScript.Run(ctx, s.rdb, keys, len(keys)-1).Slice()
+		}
+		if err == nil && len(res) != 1 {
+			err = fmt.Errorf("%d replies for one event", len(res))
+		}
+		if err != nil {
+			return nil, fmt.Errorf("match subscriptions: %w", err)
+		}
+		subs, err := decodeReply(res[0])
+		if err != nil {
+			return nil, fmt.Errorf("match subscriptions: %w", err)
+		}
+		return s.filter(ctx, e, sessionLabels, subs), nil
+	}
+}
+
 // Candidates are the subscriptions read for one event by MatchCandidates,
 // to be filtered by MatchFrom.
 type Candidates []Subscription

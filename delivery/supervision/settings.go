@@ -9,6 +9,7 @@ import (
 	"regexp"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 	_ "time/tzdata" // quiet_hours.tz must resolve even where the host has no zoneinfo
 
@@ -110,22 +111,70 @@ func (s *Store) Settings(ctx context.Context, workspace string) (Settings, error
 	if !event.ValidWorkspace(workspace) {
 		return Settings{}, invalid("workspace %q", workspace)
 	}
-	raw, err := s.rdb.Get(ctx, s.settingsKey(workspace)).Result()
+	return settingsFrom(s.rdb.Get(ctx, s.settingsKey(workspace)))
+}
+
+// QueueSettings queues the read of Settings on p (a pipeline, so that a
+// caller reads several things in one round trip); the func it returns
+// answers as Settings once p has run.
+func (s *Store) QueueSettings(ctx context.Context, p redis.Pipeliner, workspace string) func() (Settings, error) {
+	if !event.ValidWorkspace(workspace) {
+		return func() (Settings, error) { return Settings{}, invalid("workspace %q", workspace) }
+	}
+	cmd := p.Get(ctx, s.settingsKey(workspace))
+	return func() (Settings, error) { return settingsFrom(cmd) }
+}
+
+func settingsFrom(cmd *redis.StringCmd) (Settings, error) {
+	raw, err := cmd.Result()
 	if errors.Is(err, redis.Nil) {
 		return Defaults(), nil
 	}
 	if err != nil {
 		return Settings{}, storage("supervision settings", err)
 	}
+	decodedMu.Lock()
+	st, ok := decoded[raw]
+	decodedMu.Unlock()
+	if ok {
+		return st.clone(), nil
+	}
 	var doc map[string]json.RawMessage
 	if err := json.Unmarshal([]byte(raw), &doc); err != nil {
 		return Settings{}, storage("supervision settings", err)
 	}
-	st, err := build(doc)
-	if err != nil {
+	if st, err = build(doc); err != nil {
 		return Settings{}, storage("stored supervision settings", err)
 	}
-	return st, nil
+	decodedMu.Lock()
+	if len(decoded) >= 1024 {
+		clear(decoded)
+	}
+	decoded[raw] = st
+	decodedMu.Unlock()
+	return st.clone(), nil
+}
+
+// decoded remembers the settings decoded from a stored document (the
+// router reads them for every event; decoding and validating the
+// document cost more than the read).
+var (
+	decodedMu sync.Mutex
+	decoded   = map[string]Settings{}
+)
+
+// clone copies s deeply enough that a caller may change the copy.
+func (s Settings) clone() Settings {
+	if s.Fallback != nil {
+		f := *s.Fallback
+		s.Fallback = &f
+	}
+	if s.QuietHours != nil {
+		q := *s.QuietHours
+		s.QuietHours = &q
+	}
+	s.EscalateUnacked = slices.Clone(s.EscalateUnacked)
+	return s
 }
 
 // setScript replaces the stored settings if nobody changed them meanwhile.

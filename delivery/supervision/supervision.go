@@ -204,21 +204,6 @@ redis.call('SADD', KEYS[2], ARGV[2])
 return 1
 `)
 
-// edgesScript reads the edges of several sessions.
-var edgesScript = redis.NewScript(`
--- edges: the controller and observers of each of a list of sessions.
--- KEYS[2i-1] T:ctl:<session i>, KEYS[2i] T:obs:<session i>
--- ARGV none
--- Returns one {holder, epoch, scope, {observer, scope, ...}} per session,
--- in order; holder is '' when the session has no controller.
-local out = {}
-for i = 1, #KEYS, 2 do
-  local c = redis.call('HMGET', KEYS[i], 'holder', 'epoch', 'scope')
-  out[#out + 1] = {c[1] or '', c[2] or '0', c[3] or '', redis.call('HGETALL', KEYS[i + 1])}
-end
-return out
-`)
-
 // Supervise makes caller a controller or observer of session (DESIGN §6).
 //
 // Observer: any party, any number per session, no lease; asking again
@@ -371,51 +356,60 @@ func (s *Store) Get(ctx context.Context, workspace, session string) ([]Edge, err
 // 32 ancestors).
 const MaxSessions = 256
 
-// EdgesFor returns the edges of each session in one script call — the
+// EdgesFor returns the edges of each session in one round trip — the
 // router passes a session and its lineage. Sessions with no edge are
 // absent from the map. Each list has the controller first, then the
 // observers by party.
 func (s *Store) EdgesFor(ctx context.Context, workspace string, sessions []string) (map[string][]Edge, error) {
+	p := s.rdb.Pipeline()
+	read := s.QueueEdgesFor(ctx, p, workspace, sessions)
+	_, _ = p.Exec(ctx) // each command's error is read by read
+	return read()
+}
+
+// QueueEdgesFor queues the reads of EdgesFor on p (a pipeline, so that a
+// caller reads several things in one round trip); the func it returns
+// answers as EdgesFor once p has run.
+func (s *Store) QueueEdgesFor(ctx context.Context, p redis.Pipeliner, workspace string, sessions []string) func() (map[string][]Edge, error) {
 	if len(sessions) > MaxSessions {
-		return nil, invalid("at most %d sessions at once", MaxSessions)
+		err := invalid("at most %d sessions at once", MaxSessions)
+		return func() (map[string][]Edge, error) { return nil, err }
 	}
-	keys := make([]string, 0, 2*len(sessions))
 	for _, id := range sessions {
 		if err := checkIDs(workspace, id); err != nil {
-			return nil, err
+			return func() (map[string][]Edge, error) { return nil, err }
 		}
-		keys = append(keys, s.ctlKey(workspace, id), s.obsKey(workspace, id))
 	}
-	out := map[string][]Edge{}
-	if len(keys) == 0 {
+	ctls := make([]*redis.SliceCmd, len(sessions))
+	obss := make([]*redis.MapStringStringCmd, len(sessions))
+	for i, id := range sessions {
+		ctls[i] = p.HMGet(ctx, s.ctlKey(workspace, id), "holder", "epoch", "scope")
+		obss[i] = p.HGetAll(ctx, s.obsKey(workspace, id))
+	}
+	return func() (map[string][]Edge, error) {
+		out := map[string][]Edge{}
+		for i, id := range sessions {
+			c, err := ctls[i].Result()
+			if err != nil {
+				return nil, storage("supervision edges", err)
+			}
+			obs, err := obss[i].Result()
+			if err != nil {
+				return nil, storage("supervision edges", err)
+			}
+			var edges []Edge
+			if holder := strOf(c[0]); holder != "" {
+				edges = append(edges, Edge{Session: id, Role: Controller, Holder: holder, Epoch: epochOf(c[1]), Scope: strOf(c[2])})
+			}
+			observers := len(edges)
+			for holder, scope := range obs {
+				edges = append(edges, Edge{Session: id, Role: Observer, Holder: holder, Scope: scope})
+			}
+			slices.SortFunc(edges[observers:], func(a, b Edge) int { return strings.Compare(a.Holder, b.Holder) })
+			if len(edges) > 0 {
+				out[id] = edges
+			}
+		}
 		return out, nil
 	}
-	res, err := edgesScript.Run(ctx, s.rdb, keys).Slice()
-	if err != nil {
-		return nil, storage("supervision edges", err)
-	}
-	if len(res) != len(sessions) {
-		return nil, storage("supervision edges", fmt.Errorf("%d answers for %d sessions", len(res), len(sessions)))
-	}
-	for i, id := range sessions {
-		row, _ := res[i].([]any)
-		if len(row) != 4 {
-			return nil, storage("supervision edges", fmt.Errorf("malformed answer for %s", id))
-		}
-		var edges []Edge
-		if holder := strOf(row[0]); holder != "" {
-			edges = append(edges, Edge{Session: id, Role: Controller, Holder: holder, Epoch: epochOf(row[1]), Scope: strOf(row[2])})
-		}
-		obs, _ := row[3].([]any)
-		var observers []Edge
-		for k := 0; k+1 < len(obs); k += 2 {
-			observers = append(observers, Edge{Session: id, Role: Observer, Holder: strOf(obs[k]), Scope: strOf(obs[k+1])})
-		}
-		slices.SortFunc(observers, func(a, b Edge) int { return strings.Compare(a.Holder, b.Holder) })
-		edges = append(edges, observers...)
-		if len(edges) > 0 {
-			out[id] = edges
-		}
-	}
-	return out, nil
 }

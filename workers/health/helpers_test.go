@@ -80,6 +80,10 @@ func (f *fakeEscalator) Schedule(_ context.Context, workspace, party string) err
 	return nil
 }
 
+func (f *fakeEscalator) Armed(ctx context.Context, workspace, party string, _ time.Time) error {
+	return f.Schedule(ctx, workspace, party)
+}
+
 func (f *fakeEscalator) count(party string) int {
 	f.mu.Lock()
 	defer f.mu.Unlock()

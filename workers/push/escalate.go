@@ -10,6 +10,7 @@ import (
 	"log/slog"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/hibiken/asynq"
@@ -47,6 +48,9 @@ type Escalator struct {
 	log   *slog.Logger
 	m     *escalationMetrics
 	now   func() time.Time
+
+	mu      sync.Mutex
+	pending map[string]time.Time // workspace "\x00" party → the slot of the timer this process last scheduled
 }
 
 // NewEscalator returns the escalator of p's deployment and hooks it into
@@ -135,13 +139,52 @@ func (e *Escalator) Schedule(ctx context.Context, workspace, party string) error
 		opts = append(opts, asynq.ProcessAt(slot))
 	}
 	_, err = e.p.client.EnqueueContext(ctx, asynq.NewTask(TypeEscalate, b), append(opts, asynq.TaskID(id))...)
-	if errors.Is(err, asynq.ErrTaskIDConflict) {
-		return nil
-	}
-	if err != nil {
+	if err != nil && !errors.Is(err, asynq.ErrTaskIDConflict) {
 		return fmt.Errorf("schedule escalation timer of %s: %w", party, err)
 	}
+	if due.After(now) {
+		e.remember(workspace, party, escalate.Slot(due, now), now)
+	}
 	return nil
+}
+
+// Armed is the router's Schedule after a delivery armed an entry due at
+// due (zero: not known). When this process has scheduled the recipient's
+// timer for a slot still ahead and no later than due, it does nothing:
+// that timer checks what is due then and schedules itself again for the
+// next due (Check), due included — Schedule would only find its id taken.
+func (e *Escalator) Armed(ctx context.Context, workspace, party string, due time.Time) error {
+	if !due.IsZero() {
+		e.mu.Lock()
+		slot, ok := e.pending[workspace+"\x00"+party]
+		e.mu.Unlock()
+		if ok && slot.After(e.now()) && !due.Before(slot) {
+			return nil
+		}
+	}
+	return e.Schedule(ctx, workspace, party)
+}
+
+// remember records that the recipient's timer runs at slot, unless an
+// earlier one still ahead is known; past slots are forgotten now and then.
+func (e *Escalator) remember(workspace, party string, slot, now time.Time) {
+	k := workspace + "\x00" + party
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.pending == nil {
+		e.pending = map[string]time.Time{}
+	}
+	if cur, ok := e.pending[k]; ok && cur.After(now) && cur.Before(slot) {
+		return
+	}
+	if len(e.pending) >= 100_000 {
+		for k, at := range e.pending {
+			if !at.After(now) {
+				delete(e.pending, k)
+			}
+		}
+	}
+	e.pending[k] = slot
 }
 
 // ProcessTask is the Asynq handler of TypeEscalate.

@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"sort"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -597,5 +598,63 @@ func TestBadEntryGivenUp(t *testing.T) {
 	wantCopy(t, "the good entry's copy", e.entryOf("human:ops", "good"), 1, []string{"session:mid"}, "fallback", escalate.ReasonDeadLetter)
 	if got := e.journaled("wakegate.escalated"); fmt.Sprint(got) != fmt.Sprint([]string{escalatedID(1, "session:mid", good)}) {
 		t.Errorf("escalations %v", got)
+	}
+}
+
+// commands counts the Redis commands a client sends (pipelined ones one
+// by one).
+type commands struct{ n atomic.Int64 }
+
+func (c *commands) DialHook(next redis.DialHook) redis.DialHook { return next }
+func (c *commands) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error { c.n.Add(1); return next(ctx, cmd) }
+}
+func (c *commands) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []redis.Cmder) error { c.n.Add(int64(len(cmds))); return next(ctx, cmds) }
+}
+
+// TestArmedSkipsCoveredTimer: after a delivery armed an entry, Armed
+// reads and writes nothing when this process scheduled the recipient's
+// timer for a slot still ahead and no later than the new due, and
+// schedules as Schedule does otherwise.
+func TestArmedSkipsCoveredTimer(t *testing.T) {
+	e := newEscEnv(t, nil, `{"escalate_after":"1h"}`)
+	e.controls("mid", "k1")
+	e.route("session.awaiting_input", "k1", "mid")
+	if got := e.timers("session:mid"); got != 1 {
+		t.Fatalf("%d timer tasks, want 1", got)
+	}
+	slot := e.esc.pending[ws+"\x00session:mid"]
+	if !slot.After(time.Now().Add(59 * time.Minute)) {
+		t.Fatalf("remembered slot %v, want the timer's, about an hour ahead", slot)
+	}
+	count := &commands{}
+	e.rdb.(*redis.Client).AddHook(count)
+	sent := func(due time.Time) int64 {
+		t.Helper()
+		before := count.n.Load()
+		if err := e.esc.Armed(e.ctx, ws, "session:mid", due); err != nil {
+			t.Fatal(err)
+		}
+		return count.n.Load() - before
+	}
+	if n := sent(slot); n != 0 {
+		t.Fatalf("a due at the timer's slot sent %d commands, want 0", n)
+	}
+	if n := sent(slot.Add(time.Hour)); n != 0 {
+		t.Fatalf("a due after the timer's slot sent %d commands, want 0", n)
+	}
+	if n := sent(slot.Add(-time.Minute)); n == 0 {
+		t.Fatal("a due before the timer's slot was not scheduled")
+	}
+	if n := sent(time.Time{}); n == 0 {
+		t.Fatal("an unknown due was not scheduled")
+	}
+	if got := e.timers("session:mid"); got != 1 {
+		t.Fatalf("%d timer tasks, want still 1", got)
+	}
+	e.esc.now = func() time.Time { return slot.Add(time.Second) } // the timer's slot has passed
+	if n := sent(slot.Add(time.Hour)); n == 0 {
+		t.Fatal("a due after a past slot was not scheduled")
 	}
 }

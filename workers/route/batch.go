@@ -30,13 +30,17 @@ type batch struct {
 	cands map[*event.Event]subscriptions.Candidates // nil: prefetch failed or not eligible
 
 	smu      sync.Mutex
-	settings map[string]*settingsMemo
+	settings map[string]supervision.Settings
+
+	lmu    sync.Mutex
+	ledger [][]any // the field values of the batch's ledger entries, written with its cursor move
 }
 
-type settingsMemo struct {
-	done chan struct{}
-	val  supervision.Settings
-	err  error
+// record keeps ledger entries to be written with the batch's cursor move.
+func (b *batch) record(entries [][]any) {
+	b.lmu.Lock()
+	defer b.lmu.Unlock()
+	b.ledger = append(b.ledger, entries...)
 }
 
 type batchKey struct{}
@@ -50,37 +54,29 @@ func batchFrom(ctx context.Context) *batch {
 	return b
 }
 
-// settingsOf returns the workspace's settings, read once per batch (an
-// error is not kept: the next caller reads again).
-func (b *batch) settingsOf(ctx context.Context, ws string, read func(context.Context, string) (supervision.Settings, error)) (supervision.Settings, error) {
+// settingsFor returns the workspace's settings if an event of this batch
+// read them (a nil batch has none).
+func (b *batch) settingsFor(ws string) (supervision.Settings, bool) {
+	if b == nil {
+		return supervision.Settings{}, false
+	}
 	b.smu.Lock()
+	defer b.smu.Unlock()
+	st, ok := b.settings[ws]
+	return st, ok
+}
+
+// keepSettings keeps a workspace's settings for the rest of the batch.
+func (b *batch) keepSettings(ws string, st supervision.Settings) {
+	if b == nil {
+		return
+	}
+	b.smu.Lock()
+	defer b.smu.Unlock()
 	if b.settings == nil {
-		b.settings = map[string]*settingsMemo{}
+		b.settings = map[string]supervision.Settings{}
 	}
-	m, ok := b.settings[ws]
-	if !ok {
-		m = &settingsMemo{done: make(chan struct{})}
-		b.settings[ws] = m
-		b.smu.Unlock()
-		m.val, m.err = read(ctx, ws)
-		if m.err != nil {
-			b.smu.Lock()
-			delete(b.settings, ws)
-			b.smu.Unlock()
-		}
-		close(m.done)
-		return m.val, m.err
-	}
-	b.smu.Unlock()
-	select {
-	case <-m.done:
-	case <-ctx.Done():
-		return supervision.Settings{}, ctx.Err()
-	}
-	if m.err != nil {
-		return read(ctx, ws)
-	}
-	return m.val, nil
+	b.settings[ws] = st
 }
 
 // prefetchable reports whether the router matches e's subscriptions with

@@ -131,13 +131,20 @@ if ARGV[3] == '1' then redis.call('DEL', KEYS[1]) else redis.call('PEXPIRE', KEY
 return 1
 `)
 
-// advanceScript moves a shard's cursor, fenced by the lease: a worker that
-// lost its lease (paused past the TTL) cannot move the new holder's cursor.
+// advanceScript moves a shard's cursor, fenced by the lease (a worker that
+// lost its lease, paused past the TTL, cannot move the new holder's
+// cursor), after appending the batch's delivery ledger entries.
 //
-// KEYS[1] lease, KEYS[2] cursor; ARGV[1] "owner:epoch", ARGV[2] stream id.
-// Returns 1 when advanced, 0 when the lease is no longer this holder's.
+// KEYS[1] lease, KEYS[2] cursor, KEYS[3] ledger; ARGV[1] "owner:epoch",
+// ARGV[2] stream id, ARGV[3] the ledger's MAXLEN (~), ARGV[4..] the
+// entries, 12 field values each.
+// Returns 1 when advanced, 0 (nothing written) when the lease is no longer
+// this holder's.
 var advanceScript = redis.NewScript(`
 if redis.call('GET', KEYS[1]) ~= ARGV[1] then return 0 end
+for i = 4, #ARGV, 12 do
+  redis.call('XADD', KEYS[3], 'MAXLEN', '~', ARGV[3], '*', unpack(ARGV, i, i + 11))
+end
 redis.call('SET', KEYS[2], ARGV[2])
 return 1
 `)
@@ -285,22 +292,38 @@ func (c *Consumer) work(ctx context.Context, shard int, lease string) {
 		}
 		backoff = 50 * time.Millisecond
 		msgs := res[0].Messages
-		if !c.processBatch(ctx, shard, msgs) {
+		ledger, ok := c.processBatch(ctx, shard, msgs)
+		if !ok {
 			return
 		}
 		done := msgs[len(msgs)-1].ID
-		// One fenced cursor move per batch: a crash before it re-routes the
-		// batch, which changes nothing (routing is idempotent).
-		ok, err := advanceScript.Run(ctx, c.rdb, []string{c.leaseKey(shard), c.cursorKey(shard)}, lease, done).Int()
+		// One fenced cursor move per batch, in one round trip with the
+		// batch's ledger entries: a crash before it re-routes the batch,
+		// which changes nothing (routing is idempotent; the ledger is read
+		// as a set).
+		ok, err = c.advance(ctx, shard, lease, done, ledger)
 		if err != nil {
 			return // whoever resumes routes the batch again
 		}
-		if ok == 0 {
+		if !ok {
 			c.log.Warn("shard lease lost while routing", "shard", shard, "lease", lease)
 			return
 		}
 		cursor = done
 	}
+}
+
+// advance appends a batch's ledger entries and moves the shard's cursor
+// past the batch, fenced by the lease, in one script call; it reports
+// whether the lease was still this holder's.
+func (c *Consumer) advance(ctx context.Context, shard int, lease, done string, ledger [][]any) (bool, error) {
+	args := make([]any, 0, 3+12*len(ledger))
+	args = append(args, lease, done, LedgerLen)
+	for _, values := range ledger {
+		args = append(args, values...)
+	}
+	n, err := advanceScript.Run(ctx, c.rdb, []string{c.leaseKey(shard), c.cursorKey(shard), LedgerKey(c.j, shard)}, args...).Int()
+	return n == 1, err
 }
 
 // keepLease renews the lease every third of its TTL, also while an event
@@ -334,8 +357,9 @@ func (c *Consumer) keepLease(ctx context.Context, shard int, lease string, lost 
 // processBatch routes a batch of one shard: events of one subject in
 // order, different subjects concurrently (Parallel at once), so one slow
 // subject does not hold the others up. It reports false when ctx ended
-// before every event was routed or set aside.
-func (c *Consumer) processBatch(ctx context.Context, shard int, msgs []redis.XMessage) bool {
+// before every event was routed or set aside; else it returns the ledger
+// entries the batch's deliveries left to write (batch.record).
+func (c *Consumer) processBatch(ctx context.Context, shard int, msgs []redis.XMessage) ([][]any, bool) {
 	var order []string
 	bySubject := map[string][]*event.Event{}
 	for _, m := range msgs {
@@ -354,6 +378,7 @@ func (c *Consumer) processBatch(ctx context.Context, shard int, msgs []redis.XMe
 		all = append(all, bySubject[subject]...)
 	}
 	ctx = withBatch(ctx, all) // what the router reads once per batch: batch.go
+	b := batchFrom(ctx)
 	sem := make(chan struct{}, c.cfg.Parallel)
 	var wg sync.WaitGroup
 	for _, subject := range order {
@@ -369,7 +394,7 @@ func (c *Consumer) processBatch(ctx context.Context, shard int, msgs []redis.XMe
 		}()
 	}
 	wg.Wait()
-	return ctx.Err() == nil
+	return b.ledger, ctx.Err() == nil
 }
 
 // process handles one event until it succeeds, is set aside, or ctx ends;

@@ -132,9 +132,13 @@ func TestExpiredLeaseOfADeadWorkerIsTakenOver(t *testing.T) {
 		t.Fatalf("lease %q, want epoch 8 for %s", v, c.owner)
 	}
 	// The dead worker, had it woken up, can no longer move the cursor.
-	ok, err := advanceScript.Run(context.Background(), rdb, []string{c.leaseKey(0), c.cursorKey(0)}, "w-dead:7", "9-9").Int()
-	if err != nil || ok != 0 {
+	ledger := [][]any{{"seq", "0-9-9", "source", "s", "id", "x", "to", "human:a", "inbox_seq", 1, "via", "controller"}}
+	ok, err := c.advance(context.Background(), 0, "w-dead:7", "9-9", ledger)
+	if err != nil || ok {
 		t.Fatalf("a stale holder advanced the cursor: %v %v", ok, err)
+	}
+	if n := rdb.XLen(context.Background(), LedgerKey(j, 0)).Val(); n != 0 {
+		t.Fatalf("a stale holder wrote %d ledger entries", n)
 	}
 }
 

@@ -29,26 +29,25 @@ import (
 // (recipient, event), the undeliverable fault has a fact id, and the
 // ledger is read as a set.
 type Router struct {
-	rdb       redis.UniversalClient
-	j         *journal.Journal
-	reg       *sessions.Registry
-	subs      *subscriptions.Store
-	sup       *supervision.Store
-	box       *inbox.Inbox
-	now       func() time.Time
-	m         *routerMetrics
-	ledgerLen int64
-	push      pusher // nil: no outbound pushes
-	holds     holder // nil: no presence, no holds
-	release   releaser
-	escalate  escalator // nil: no escalation
+	rdb      redis.UniversalClient
+	j        *journal.Journal
+	reg      *sessions.Registry
+	subs     *subscriptions.Store
+	sup      *supervision.Store
+	box      *inbox.Inbox
+	now      func() time.Time
+	m        *routerMetrics
+	push     pusher // nil: no outbound pushes
+	holds    holder // nil: no presence, no holds
+	release  releaser
+	escalate escalator // nil: no escalation
 }
 
 // escalator keeps the escalation timers (package workers/push, DESIGN §8):
-// Schedule makes sure a recipient's timer runs by its earliest armed due;
-// idempotent.
+// Armed makes sure a recipient's timer runs by its earliest armed due
+// after a delivery armed an entry due at due (zero: not known); idempotent.
 type escalator interface {
-	Schedule(ctx context.Context, workspace, party string) error
+	Armed(ctx context.Context, workspace, party string, due time.Time) error
 }
 
 // WithEscalation makes the router arm the escalation of every delivery
@@ -65,6 +64,7 @@ func (r *Router) WithEscalation(e escalator) *Router {
 // asks Decide before pushing a wake (quiet → PAUSED → rate cap; DESIGN §7).
 type holder interface {
 	Lookup(ctx context.Context, workspace string, parties []string, now time.Time) (map[string]holds.State, error)
+	QueueLookup(ctx context.Context, p redis.Pipeliner, workspace string, parties []string, now time.Time) func() (map[string]holds.State, error)
 	Decide(ctx context.Context, r holds.Request) (holds.Decision, error)
 }
 
@@ -102,7 +102,7 @@ func (r *Router) WithPusher(p pusher) *Router {
 func NewRouter(rdb redis.UniversalClient, j *journal.Journal, reg *sessions.Registry, subs *subscriptions.Store,
 	sup *supervision.Store, box *inbox.Inbox, registerer prometheus.Registerer) *Router {
 	return &Router{rdb: rdb, j: j, reg: reg, subs: subs, sup: sup, box: box, now: time.Now,
-		m: newRouterMetrics(registerer), ledgerLen: 100_000}
+		m: newRouterMetrics(registerer)}
 }
 
 type routerMetrics struct {
@@ -136,6 +136,9 @@ func newRouterMetrics(reg prometheus.Registerer) *routerMetrics {
 // the same inbox seq: read it as a set.
 func LedgerKey(j *journal.Journal, shard int) string { return j.Tag(shard) + ":ledger" }
 
+// LedgerLen bounds a shard's ledger (approximately: MAXLEN ~).
+const LedgerLen = 100_000
+
 // recipient is one party an event goes to, and why.
 type recipient struct {
 	via    string
@@ -161,7 +164,7 @@ func (r *Router) Handle(ctx context.Context, shard int, e *event.Event) error {
 			return err
 		}
 	}
-	to, settings, err := r.recipients(ctx, e, now)
+	to, settings, states, err := r.recipients(ctx, e, now)
 	if err != nil {
 		return err
 	}
@@ -171,7 +174,7 @@ func (r *Router) Handle(ctx context.Context, shard int, e *event.Event) error {
 	if err := r.pausedSessions(ctx, e, now, to); err != nil { // seed 003: see paused.go
 		return err
 	}
-	if err := r.deliverAll(ctx, shard, e, to, settings, now); err != nil {
+	if err := r.deliverAll(ctx, shard, e, to, settings, states, now); err != nil {
 		return err
 	}
 	if e.Terminal && e.Subject != "" {
@@ -185,51 +188,165 @@ func (r *Router) Handle(ctx context.Context, shard int, e *event.Event) error {
 // recipients resolves who must hear e now (DESIGN §5): subscribers,
 // observers and the effective controller up its lineage, a message's
 // target, and the fallback when an attention+ session event would
-// otherwise reach nobody; and the workspace settings it read. It writes
-// nothing.
-func (r *Router) recipients(ctx context.Context, e *event.Event, now time.Time) (map[string]recipient, supervision.Settings, error) {
-	// The settings are read while the subscribers are matched: two round
-	// trips at once.
-	var settings supervision.Settings
-	var settingsErr error
-	settingsRead := make(chan struct{})
-	if b := batchFrom(ctx); b != nil {
-		// read once per batch (see batch.go)
-		settings, settingsErr = b.settingsOf(ctx, e.Workspace, r.sup.Settings)
-		close(settingsRead)
-	} else {
-		go func() {
-			defer close(settingsRead)
-			settings, settingsErr = r.sup.Settings(ctx, e.Workspace)
-		}()
-	}
-	to := map[string]recipient{}
+// otherwise reach nobody. It also returns the workspace settings and the
+// holds state (presence, quiet) of the recipients it read. It writes
+// nothing, and reads in two pipelined round trips: first the settings,
+// the session's record, the subscriptions e matches and the supervision
+// edges up its lineage; then the liveness of the controller candidates
+// and the holds state of every party that may hear e (a third when the
+// session has labels: the subscriptions are matched again with them).
+func (r *Router) recipients(ctx context.Context, e *event.Event, now time.Time) (map[string]recipient, supervision.Settings, map[string]holds.State, error) {
+	b := batchFrom(ctx)
 	// A message goes to its target and the target's observers only
 	// (DESIGN §7): no subscriber, no controller, no fallback.
 	message := e.Type == "message.sent" && e.SessionID != ""
-	var err error
+	var chain []string
+	if e.SessionID != "" {
+		chain = append([]string{e.SessionID}, e.Lineage...)
+	}
+
+	p := r.rdb.Pipeline()
+	settings, ok := b.settingsFor(e.Workspace)
+	var readSettings func() (supervision.Settings, error)
+	if !ok {
+		readSettings = r.sup.QueueSettings(ctx, p, e.Workspace)
+	}
+	var readSession func(time.Time) (*sessions.Session, error)
+	var readMatches func() ([]subscriptions.Subscription, error)
+	var matches []subscriptions.Subscription
 	if !message {
-		err = r.subscribers(ctx, e, now, to)
-	}
-	<-settingsRead
-	if err != nil {
-		return nil, settings, err
-	}
-	if settingsErr != nil {
-		return nil, settings, settingsErr
-	}
-	if message {
-		to[event.SessionSubject(e.SessionID)] = recipient{via: inbox.ViaDirect}
-		if err := r.supervisors(ctx, e, settings, now, to, false); err != nil {
-			return nil, settings, err
-		}
-	} else {
 		if e.SessionID != "" {
-			if err := r.supervisors(ctx, e, settings, now, to, true); err != nil {
-				return nil, settings, err
+			readSession = r.reg.Queue(ctx, p, e.Workspace, event.SessionSubject(e.SessionID)) // its labels
+		}
+		if c, ok := b.prefetched(ctx, e, r.subs); ok {
+			matches = r.subs.MatchFrom(ctx, e, c)
+		} else {
+			readMatches = r.subs.QueueMatch(ctx, p, e, nil)
+		}
+	}
+	var readEdges func() (map[string][]supervision.Edge, error)
+	if chain != nil {
+		readEdges = r.sup.QueueEdgesFor(ctx, p, e.Workspace, chain)
+	}
+	_, _ = p.Exec(ctx) // each read below meets its own command's error
+	var err error
+	if readSettings != nil {
+		if settings, err = readSettings(); err != nil {
+			return nil, settings, nil, err
+		}
+		b.keepSettings(e.Workspace, settings)
+	}
+	if readMatches != nil {
+		if matches, err = readMatches(); err != nil {
+			return nil, settings, nil, err
+		}
+	}
+	if readSession != nil {
+		s, err := readSession(now)
+		if err != nil {
+			return nil, settings, nil, err
+		}
+		if len(s.Labels) > 0 { // the label index sets join the match
+			if matches, err = r.subs.Match(ctx, e, s.Labels); err != nil {
+				return nil, settings, nil, err
 			}
 		}
 	}
+	var edges map[string][]supervision.Edge
+	if readEdges != nil {
+		if edges, err = readEdges(); err != nil {
+			return nil, settings, nil, err
+		}
+	}
+
+	to := map[string]recipient{}
+	for _, s := range matches {
+		to[s.Owner] = recipient{via: inbox.ViaSubscription, mode: s.Delivery, waiter: s.Owner == "session:"+e.SessionID}
+	}
+	if message {
+		to[event.SessionSubject(e.SessionID)] = recipient{via: inbox.ViaDirect}
+	}
+	for _, edge := range supervision.Applicable(chain, edges) {
+		if _, ok := to[edge.Holder]; !ok && edge.Role == supervision.Observer {
+			to[edge.Holder] = recipient{via: inbox.ViaObserver}
+		}
+	}
+
+	// The second round trip: who of the controller candidates is alive,
+	// and the holds state of everyone who may hear e.
+	withController := chain != nil && !message
+	var candidates []string
+	if withController {
+		for _, edge := range supervision.Applicable(chain, edges) {
+			if edge.Role == supervision.Controller {
+				candidates = append(candidates, edge.Holder)
+			}
+		}
+		if settings.DefaultController != "" {
+			candidates = append(candidates, settings.DefaultController)
+		}
+	}
+	p = r.rdb.Pipeline()
+	lives := make(map[string]func(time.Time) (*sessions.Session, error), len(candidates))
+	for _, c := range candidates {
+		if _, ok := lives[c]; !ok {
+			lives[c] = r.reg.Queue(ctx, p, e.Workspace, c)
+		}
+	}
+	var readStates func() (map[string]holds.State, error)
+	if r.holds != nil {
+		may := make([]string, 0, len(to)+len(lives)+1)
+		for party := range to {
+			may = append(may, party)
+		}
+		for party := range lives {
+			if _, ok := to[party]; !ok {
+				may = append(may, party)
+			}
+		}
+		if f := settings.Fallback; f != nil && f.Party != "" {
+			if _, ok := to[f.Party]; !ok && lives[f.Party] == nil {
+				may = append(may, f.Party)
+			}
+		}
+		if len(may) > 0 {
+			readStates = r.holds.QueueLookup(ctx, p, e.Workspace, may, now)
+		}
+	}
+	_, _ = p.Exec(ctx)
+
+	if withController {
+		dead := func(ctx context.Context, ws, party string) (bool, error) {
+			read := lives[party]
+			if read == nil { // not a candidate read above (cannot happen): read it now
+				read = func(now time.Time) (*sessions.Session, error) { return r.reg.Get(ctx, ws, party, now) }
+			}
+			s, err := read(now)
+			if err != nil {
+				return false, err
+			}
+			return s.Liveness == sessions.Dead, nil
+		}
+		res, err := supervision.EffectiveController(ctx, e.Workspace, chain, edges, settings.DefaultController, dead)
+		if err != nil {
+			return nil, settings, nil, err
+		}
+		if controller := res.Party; controller != "" {
+			if rc, ok := to[controller]; !ok || rc.via == inbox.ViaObserver {
+				to[controller] = recipient{via: inbox.ViaController}
+			} else if rc.via == inbox.ViaSubscription {
+				rc.controller = true
+				to[controller] = rc
+			}
+		}
+	}
+	var states map[string]holds.State
+	if readStates != nil {
+		if states, err = readStates(); err != nil {
+			return nil, settings, nil, err
+		}
+	}
+
 	// A sender never hears its own event; the subject session hears about
 	// itself only through its own subscriptions (or as a message's target).
 	delete(to, causer(e))
@@ -244,30 +361,39 @@ func (r *Router) recipients(ctx context.Context, e *event.Event, now time.Time) 
 			to[settings.Fallback.Party] = recipient{via: inbox.ViaFallback}
 		}
 	}
-	return to, settings, nil
+	return to, settings, states, nil
 }
 
 // deliverAll delivers e into each recipient's inbox, then pushes the
 // wakes (through the holds) and arms the escalations those deliveries
 // decided. Recipients are delivered concurrently (at most
-// recipientParallel at once); their holds state is read for all of them
-// in one round trip and the ledger written in one pipeline at the end (a
-// crash before it: the re-run delivers duplicates under the same inbox
-// seqs and writes it then).
+// recipientParallel at once), with the holds state recipients read (those
+// it lacks are read in one round trip), and the ledger written in one
+// pipeline at the end (a crash before it: the re-run delivers duplicates
+// under the same inbox seqs and writes it then).
 func (r *Router) deliverAll(ctx context.Context, shard int, e *event.Event, to map[string]recipient,
-	settings supervision.Settings, now time.Time) error {
+	settings supervision.Settings, states map[string]holds.State, now time.Time) error {
 	if len(to) == 0 {
 		return nil
 	}
 	parties := make([]string, 0, len(to))
+	var missing []string
 	for p := range to {
 		parties = append(parties, p)
+		if _, ok := states[p]; !ok {
+			missing = append(missing, p)
+		}
 	}
-	var states map[string]holds.State
-	if r.holds != nil {
-		var err error
-		if states, err = r.holds.Lookup(ctx, e.Workspace, parties, now); err != nil {
+	if r.holds != nil && len(missing) > 0 {
+		more, err := r.holds.Lookup(ctx, e.Workspace, missing, now)
+		if err != nil {
 			return err
+		}
+		if states == nil {
+			states = make(map[string]holds.State, len(more))
+		}
+		for p, st := range more {
+			states[p] = st
 		}
 	}
 	snapshot, _ := json.Marshal(settings)
@@ -301,17 +427,27 @@ func (r *Router) deliverAll(ctx context.Context, shard int, e *event.Event, to m
 			}
 		}
 		if res.Armed || (res.Duplicate && !escalateAt.IsZero()) { // a duplicate: the run that armed it may have crashed here
-			return r.escalate.Schedule(ctx, e.Workspace, party)
+			if !res.Armed {
+				escalateAt = time.Time{} // not armed by this call: the due is not known
+			}
+			return r.escalate.Armed(ctx, e.Workspace, party, escalateAt)
 		}
 		return nil
 	})
 	if err != nil {
 		return err
 	}
-	pipe := r.rdb.Pipeline()
+	ledger := make([][]any, len(parties))
 	for i, party := range parties {
-		pipe.XAdd(ctx, &redis.XAddArgs{Stream: LedgerKey(r.j, shard), MaxLen: r.ledgerLen, Approx: true,
-			Values: []any{"seq", e.Seq, "source", e.Source, "id", e.ID, "to", party, "inbox_seq", seqs[i], "via", to[party].via}})
+		ledger[i] = []any{"seq", e.Seq, "source", e.Source, "id", e.ID, "to", party, "inbox_seq", seqs[i], "via", to[party].via}
+	}
+	if b := batchFrom(ctx); b != nil {
+		b.record(ledger) // written with the batch's cursor move (Consumer.advance)
+		return nil
+	}
+	pipe := r.rdb.Pipeline()
+	for _, values := range ledger {
+		pipe.XAdd(ctx, &redis.XAddArgs{Stream: LedgerKey(r.j, shard), MaxLen: LedgerLen, Approx: true, Values: values})
 	}
 	_, err = pipe.Exec(ctx)
 	return err
@@ -369,75 +505,6 @@ func (r *Router) pushWake(ctx context.Context, party string, rc recipient, res i
 		return r.release.Schedule(ctx, e.Workspace, party, d.Reason, d.Due)
 	}
 	return nil
-}
-
-// subscribers adds the owners of the subscriptions e matches.
-func (r *Router) subscribers(ctx context.Context, e *event.Event, now time.Time, to map[string]recipient) error {
-	var labels []string
-	if e.SessionID != "" {
-		s, err := r.reg.Get(ctx, e.Workspace, event.SessionSubject(e.SessionID), now)
-		if err != nil {
-			return err
-		}
-		labels = s.Labels
-	}
-	var matches []subscriptions.Subscription
-	if c, ok := batchFrom(ctx).prefetched(ctx, e, r.subs); ok {
-		matches = r.subs.MatchFrom(ctx, e, c)
-	} else {
-		var err error
-		if matches, err = r.subs.Match(ctx, e, labels); err != nil {
-			return err
-		}
-	}
-	for _, s := range matches {
-		to[s.Owner] = recipient{via: inbox.ViaSubscription, mode: s.Delivery, waiter: s.Owner == "session:"+e.SessionID}
-	}
-	return nil
-}
-
-// supervisors adds the observers of e's session and of its ancestors with
-// scope subtree, and (withController) the effective controller as
-// supervision.EffectiveController resolves it: the session's own if not
-// dead, else the nearest ancestor's subtree controller that is not dead,
-// else the workspace default if not dead. Inheritance is resolved here,
-// at routing time, from the event's lineage.
-func (r *Router) supervisors(ctx context.Context, e *event.Event, settings supervision.Settings, now time.Time, to map[string]recipient, withController bool) error {
-	chain := append([]string{e.SessionID}, e.Lineage...)
-	edges, err := r.sup.EdgesFor(ctx, e.Workspace, chain)
-	if err != nil {
-		return err
-	}
-	for _, edge := range supervision.Applicable(chain, edges) {
-		if _, ok := to[edge.Holder]; !ok && edge.Role == supervision.Observer {
-			to[edge.Holder] = recipient{via: inbox.ViaObserver}
-		}
-	}
-	if !withController {
-		return nil
-	}
-	res, err := supervision.EffectiveController(ctx, e.Workspace, chain, edges, settings.DefaultController,
-		func(ctx context.Context, ws, party string) (bool, error) { return r.dead(ctx, ws, party, now) })
-	if err != nil {
-		return err
-	}
-	if controller := res.Party; controller != "" {
-		if rc, ok := to[controller]; !ok || rc.via == inbox.ViaObserver {
-			to[controller] = recipient{via: inbox.ViaController}
-		} else if rc.via == inbox.ViaSubscription {
-			rc.controller = true
-			to[controller] = rc
-		}
-	}
-	return nil
-}
-
-func (r *Router) dead(ctx context.Context, workspace, party string, now time.Time) (bool, error) {
-	s, err := r.reg.Get(ctx, workspace, party, now)
-	if err != nil {
-		return false, err
-	}
-	return s.Liveness == sessions.Dead, nil
 }
 
 // causer is the party that caused e: an agent event's pusher, or a

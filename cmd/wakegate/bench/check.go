@@ -268,9 +268,6 @@ func (f *fleet) checkSent(c *Check, jv *journalView) {
 	}
 }
 
-// ledgerLen is the router's bound on a shard's ledger (route.Router).
-const ledgerLen = 100_000
-
 // checkLedger: every (event, recipient) the rules name is in the ledger
 // under exactly one inbox seq, nothing else is, and no two events share
 // one recipient's inbox seq.
@@ -287,7 +284,7 @@ func (f *fleet) checkLedger(ctx context.Context, c *Check, jv *journalView) erro
 		first := true
 		err = scanStream(ctx, f.sys.Redis, key, func(m redis.XMessage) error {
 			v := func(k string) string { s, _ := m.Values[k].(string); return s }
-			if first && n >= ledgerLen*9/10 {
+			if first && n >= route.LedgerLen*9/10 {
 				from[shard] = v("seq")
 			}
 			first = false
