@@ -194,14 +194,6 @@ func (s *Sweeper) Pass(ctx context.Context, now time.Time) error {
 	return err
 }
 
-// Feed files what the journal and the delivery ledgers gained since the
-// last pass or feed, as a pass does first; run between passes, it spreads
-// that work out (filing is idempotent, so it may overlap a pass).
-func (s *Sweeper) Feed(ctx context.Context, _ time.Time) error {
-	_, _, err := s.feed(ctx, feedRounds)
-	return err
-}
-
 // Sweep is one periodic pass over every workspace: it files what the
 // journal and the delivery ledgers gained since the last pass, evaluates
 // the subjects and parties whose state changed or whose time-based

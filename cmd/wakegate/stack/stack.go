@@ -172,9 +172,6 @@ func (s *Stack) Workers() (components []func(context.Context) error, ready func(
 	// The health sweep (DESIGN §9): invariants, repairs, session.stalled
 	// and github.pull_request.stuck.
 	periodic.Every("health", s.healthEvery, s.Health.Pass)
-	// Its feed also runs between passes, so the journal it files arrives
-	// in small steps instead of a period's worth at once.
-	periodic.Every("health-feed", min(max(s.healthEvery/6, time.Second), 10*time.Second), s.Health.Feed)
 	asynqServer.Handle(pushw.TypeEscalate, s.Escalate)
 	// Scraped, not pushed: they read Redis when Prometheus asks, so they
 	// do not freeze when work stops.
