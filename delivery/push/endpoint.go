@@ -153,7 +153,22 @@ func (s *Endpoints) Get(ctx context.Context, workspace, party string) (*Endpoint
 	if err := checkParty(workspace, party); err != nil {
 		return nil, err
 	}
-	m, err := s.rdb.HGetAll(ctx, endpointKeys(s.prefix, workspace, party).ep).Result()
+	return endpointFrom(workspace, party, s.rdb.HGetAll(ctx, endpointKeys(s.prefix, workspace, party).ep))
+}
+
+// QueueGet queues Get's read on p (a pipeline, so that a caller reads
+// several things in one round trip); the func it returns answers as Get
+// once p has run.
+func (s *Endpoints) QueueGet(ctx context.Context, p redis.Pipeliner, workspace, party string) func() (*Endpoint, error) {
+	if err := checkParty(workspace, party); err != nil {
+		return func() (*Endpoint, error) { return nil, err }
+	}
+	cmd := p.HGetAll(ctx, endpointKeys(s.prefix, workspace, party).ep)
+	return func() (*Endpoint, error) { return endpointFrom(workspace, party, cmd) }
+}
+
+func endpointFrom(workspace, party string, cmd *redis.MapStringStringCmd) (*Endpoint, error) {
+	m, err := cmd.Result()
 	if err != nil {
 		return nil, fmt.Errorf("get endpoint of %s: %w", party, err)
 	}

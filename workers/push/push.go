@@ -271,7 +271,18 @@ func (p *Pusher) Enqueue(ctx context.Context, workspace, party string, res inbox
 	if err != nil {
 		return err
 	}
-	if ep == nil || ep.Disabled() {
+	return p.EnqueueTo(ctx, ep, workspace, party, res, e)
+}
+
+// QueueEndpoint queues the read of a party's endpoint on pipe, for
+// EnqueueTo (the router reads it with what it reads before delivering).
+func (p *Pusher) QueueEndpoint(ctx context.Context, pipe redis.Pipeliner, workspace, party string) func() (*dpush.Endpoint, error) {
+	return p.endpoints.QueueGet(ctx, pipe, workspace, party)
+}
+
+// EnqueueTo is Enqueue with the party's endpoint already read (nil: none).
+func (p *Pusher) EnqueueTo(ctx context.Context, ep *dpush.Endpoint, workspace, party string, res inbox.Result, e *event.Event) error {
+	if !res.Wake || res.Seq <= 0 || ep == nil || ep.Disabled() {
 		return nil
 	}
 	id := dpush.WebhookID(p.cfg.Prefix, workspace, party, res.Seq)

@@ -123,7 +123,7 @@ func (r *Router) Redeliver(ctx context.Context, e *event.Event, req RedeliverReq
 	}
 
 	now := r.now()
-	to, settings, states, err := r.recipients(ctx, e, now)
+	to, v, err := r.recipients(ctx, e, now)
 	if err != nil {
 		return nil, err
 	}
@@ -140,7 +140,7 @@ func (r *Router) Redeliver(ctx context.Context, e *event.Event, req RedeliverReq
 		results[party] = rc.redelivered
 		to[party] = rc
 	}
-	if err := r.deliverAll(ctx, shard, e, to, settings, states, now); err != nil {
+	if err := r.deliverAll(ctx, shard, e, to, v, now); err != nil {
 		return nil, err
 	}
 	out := &Redelivery{Source: e.Source, ID: e.ID, Seq: e.Seq, Type: e.Type, Subject: e.Subject, Workspace: e.Workspace,

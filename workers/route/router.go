@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"strings"
 	"sync"
 	"time"
@@ -17,6 +18,7 @@ import (
 	"github.com/wakegate/wakegate/delivery/holds"
 	"github.com/wakegate/wakegate/delivery/inbox"
 	"github.com/wakegate/wakegate/delivery/journal"
+	dpush "github.com/wakegate/wakegate/delivery/push"
 	"github.com/wakegate/wakegate/delivery/sessions"
 	"github.com/wakegate/wakegate/delivery/subscriptions"
 	"github.com/wakegate/wakegate/delivery/supervision"
@@ -88,6 +90,14 @@ func (r *Router) WithHolds(h holder, rel releaser) *Router {
 // it again with the original result.
 type pusher interface {
 	Enqueue(ctx context.Context, workspace, party string, res inbox.Result, e *event.Event) error
+}
+
+// prefetcher is a pusher that reads endpoints with what the router reads
+// before it delivers (package workers/push): EnqueueTo is Enqueue with the
+// endpoint so read (nil: none).
+type prefetcher interface {
+	QueueEndpoint(ctx context.Context, p redis.Pipeliner, workspace, party string) func() (*dpush.Endpoint, error)
+	EnqueueTo(ctx context.Context, ep *dpush.Endpoint, workspace, party string, res inbox.Result, e *event.Event) error
 }
 
 // WithPusher makes the router enqueue a push after every delivery that
@@ -164,7 +174,7 @@ func (r *Router) Handle(ctx context.Context, shard int, e *event.Event) error {
 			return err
 		}
 	}
-	to, settings, states, err := r.recipients(ctx, e, now)
+	to, v, err := r.recipients(ctx, e, now)
 	if err != nil {
 		return err
 	}
@@ -174,7 +184,7 @@ func (r *Router) Handle(ctx context.Context, shard int, e *event.Event) error {
 	if err := r.pausedSessions(ctx, e, now, to); err != nil { // seed 003: see paused.go
 		return err
 	}
-	if err := r.deliverAll(ctx, shard, e, to, settings, states, now); err != nil {
+	if err := r.deliverAll(ctx, shard, e, to, v, now); err != nil {
 		return err
 	}
 	if e.Terminal && e.Subject != "" {
@@ -195,7 +205,7 @@ func (r *Router) Handle(ctx context.Context, shard int, e *event.Event) error {
 // edges up its lineage; then the liveness of the controller candidates
 // and the holds state of every party that may hear e (a third when the
 // session has labels: the subscriptions are matched again with them).
-func (r *Router) recipients(ctx context.Context, e *event.Event, now time.Time) (map[string]recipient, supervision.Settings, map[string]holds.State, error) {
+func (r *Router) recipients(ctx context.Context, e *event.Event, now time.Time) (map[string]recipient, *view, error) {
 	b := batchFrom(ctx)
 	// A message goes to its target and the target's observers only
 	// (DESIGN §7): no subscriber, no controller, no fallback.
@@ -232,30 +242,30 @@ func (r *Router) recipients(ctx context.Context, e *event.Event, now time.Time) 
 	var err error
 	if readSettings != nil {
 		if settings, err = readSettings(); err != nil {
-			return nil, settings, nil, err
+			return nil, nil, err
 		}
 		b.keepSettings(e.Workspace, settings)
 	}
 	if readMatches != nil {
 		if matches, err = readMatches(); err != nil {
-			return nil, settings, nil, err
+			return nil, nil, err
 		}
 	}
 	if readSession != nil {
 		s, err := readSession(now)
 		if err != nil {
-			return nil, settings, nil, err
+			return nil, nil, err
 		}
 		if len(s.Labels) > 0 { // the label index sets join the match
 			if matches, err = r.subs.Match(ctx, e, s.Labels); err != nil {
-				return nil, settings, nil, err
+				return nil, nil, err
 			}
 		}
 	}
 	var edges map[string][]supervision.Edge
 	if readEdges != nil {
 		if edges, err = readEdges(); err != nil {
-			return nil, settings, nil, err
+			return nil, nil, err
 		}
 	}
 
@@ -293,24 +303,29 @@ func (r *Router) recipients(ctx context.Context, e *event.Event, now time.Time) 
 			lives[c] = r.reg.Queue(ctx, p, e.Workspace, c)
 		}
 	}
-	var readStates func() (map[string]holds.State, error)
-	if r.holds != nil {
-		may := make([]string, 0, len(to)+len(lives)+1)
-		for party := range to {
+	may := make([]string, 0, len(to)+len(lives)+1)
+	for party := range to {
+		may = append(may, party)
+	}
+	for party := range lives {
+		if _, ok := to[party]; !ok {
 			may = append(may, party)
 		}
-		for party := range lives {
-			if _, ok := to[party]; !ok {
-				may = append(may, party)
-			}
+	}
+	if f := settings.Fallback; f != nil && f.Party != "" {
+		if _, ok := to[f.Party]; !ok && lives[f.Party] == nil {
+			may = append(may, f.Party)
 		}
-		if f := settings.Fallback; f != nil && f.Party != "" {
-			if _, ok := to[f.Party]; !ok && lives[f.Party] == nil {
-				may = append(may, f.Party)
-			}
-		}
-		if len(may) > 0 {
-			readStates = r.holds.QueueLookup(ctx, p, e.Workspace, may, now)
+	}
+	var readStates func() (map[string]holds.State, error)
+	if r.holds != nil && len(may) > 0 {
+		readStates = r.holds.QueueLookup(ctx, p, e.Workspace, may, now)
+	}
+	var readEndpoints map[string]func() (*dpush.Endpoint, error)
+	if pf, ok := r.push.(prefetcher); ok {
+		readEndpoints = make(map[string]func() (*dpush.Endpoint, error), len(may))
+		for _, party := range may {
+			readEndpoints[party] = pf.QueueEndpoint(ctx, p, e.Workspace, party)
 		}
 	}
 	_, _ = p.Exec(ctx)
@@ -329,7 +344,7 @@ func (r *Router) recipients(ctx context.Context, e *event.Event, now time.Time) 
 		}
 		res, err := supervision.EffectiveController(ctx, e.Workspace, chain, edges, settings.DefaultController, dead)
 		if err != nil {
-			return nil, settings, nil, err
+			return nil, nil, err
 		}
 		if controller := res.Party; controller != "" {
 			if rc, ok := to[controller]; !ok || rc.via == inbox.ViaObserver {
@@ -340,10 +355,18 @@ func (r *Router) recipients(ctx context.Context, e *event.Event, now time.Time) 
 			}
 		}
 	}
-	var states map[string]holds.State
+	v := &view{settings: settings}
 	if readStates != nil {
-		if states, err = readStates(); err != nil {
-			return nil, settings, nil, err
+		if v.states, err = readStates(); err != nil {
+			return nil, nil, err
+		}
+	}
+	if readEndpoints != nil {
+		v.endpoints = make(map[string]*dpush.Endpoint, len(readEndpoints))
+		for party, read := range readEndpoints {
+			if v.endpoints[party], err = read(); err != nil {
+				return nil, nil, err
+			}
 		}
 	}
 
@@ -361,7 +384,16 @@ func (r *Router) recipients(ctx context.Context, e *event.Event, now time.Time) 
 			to[settings.Fallback.Party] = recipient{via: inbox.ViaFallback}
 		}
 	}
-	return to, settings, states, nil
+	return to, v, nil
+}
+
+// view is what recipients read besides who they are: the workspace
+// settings, and for every party that may hear the event its holds state
+// (nil without holds) and its endpoint (nil map: not read).
+type view struct {
+	settings  supervision.Settings
+	states    map[string]holds.State
+	endpoints map[string]*dpush.Endpoint
 }
 
 // deliverAll delivers e into each recipient's inbox, then pushes the
@@ -371,11 +403,11 @@ func (r *Router) recipients(ctx context.Context, e *event.Event, now time.Time) 
 // it lacks are read in one round trip), and the ledger written in one
 // pipeline at the end (a crash before it: the re-run delivers duplicates
 // under the same inbox seqs and writes it then).
-func (r *Router) deliverAll(ctx context.Context, shard int, e *event.Event, to map[string]recipient,
-	settings supervision.Settings, states map[string]holds.State, now time.Time) error {
+func (r *Router) deliverAll(ctx context.Context, shard int, e *event.Event, to map[string]recipient, v *view, now time.Time) error {
 	if len(to) == 0 {
 		return nil
 	}
+	settings, states := v.settings, v.states
 	parties := make([]string, 0, len(to))
 	var missing []string
 	for p := range to {
@@ -384,17 +416,16 @@ func (r *Router) deliverAll(ctx context.Context, shard int, e *event.Event, to m
 			missing = append(missing, p)
 		}
 	}
-	if r.holds != nil && len(missing) > 0 {
+	if r.holds != nil && len(missing) > 0 { // an operator's redelivery to a party recipients did not name
 		more, err := r.holds.Lookup(ctx, e.Workspace, missing, now)
 		if err != nil {
 			return err
 		}
+		states = maps.Clone(states)
 		if states == nil {
 			states = make(map[string]holds.State, len(more))
 		}
-		for p, st := range more {
-			states[p] = st
-		}
+		maps.Copy(states, more)
 	}
 	snapshot, _ := json.Marshal(settings)
 	seqs := make([]int64, len(parties))
@@ -422,7 +453,7 @@ func (r *Router) deliverAll(ctx context.Context, shard int, e *event.Event, to m
 			r.m.kinds.WithLabelValues(res.Kind).Inc()
 		}
 		if res.Wake && r.push != nil {
-			if err := r.pushWake(ctx, party, rc, res, e, settings, st, now); err != nil {
+			if err := r.pushWake(ctx, party, rc, res, e, v, st, now); err != nil {
 				return err
 			}
 		}
@@ -489,22 +520,24 @@ func each(ctx context.Context, n, limit int, f func(ctx context.Context, i int) 
 // pushWake pushes a wake unless a hold keeps it (the entry stays in the
 // inbox either way); a hold with a due time schedules its digest.
 func (r *Router) pushWake(ctx context.Context, party string, rc recipient, res inbox.Result, e *event.Event,
-	settings supervision.Settings, st holds.State, now time.Time) error {
-	if r.holds == nil {
-		return r.push.Enqueue(ctx, e.Workspace, party, res, e)
+	v *view, st holds.State, now time.Time) error {
+	if r.holds != nil {
+		d, err := r.holds.Decide(ctx, holds.Request{Workspace: e.Workspace, Party: party, Result: res, Event: e,
+			Waiter: rc.waiter, Settings: v.settings, Presence: st.Presence, Quiet: &st.Quiet, Now: now})
+		if err != nil {
+			return err
+		}
+		if !d.Push {
+			if !d.Due.IsZero() && r.release != nil {
+				return r.release.Schedule(ctx, e.Workspace, party, d.Reason, d.Due)
+			}
+			return nil
+		}
 	}
-	d, err := r.holds.Decide(ctx, holds.Request{Workspace: e.Workspace, Party: party, Result: res, Event: e,
-		Waiter: rc.waiter, Settings: settings, Presence: st.Presence, Quiet: &st.Quiet, Now: now})
-	if err != nil {
-		return err
+	if ep, ok := v.endpoints[party]; ok {
+		return r.push.(prefetcher).EnqueueTo(ctx, ep, e.Workspace, party, res, e)
 	}
-	if d.Push {
-		return r.push.Enqueue(ctx, e.Workspace, party, res, e)
-	}
-	if !d.Due.IsZero() && r.release != nil {
-		return r.release.Schedule(ctx, e.Workspace, party, d.Reason, d.Due)
-	}
-	return nil
+	return r.push.Enqueue(ctx, e.Workspace, party, res, e)
 }
 
 // causer is the party that caused e: an agent event's pusher, or a
