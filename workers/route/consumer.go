@@ -317,6 +317,20 @@ func (c *Consumer) work(ctx context.Context, shard int, lease string) {
 // past the batch, fenced by the lease, in one script call; it reports
 // whether the lease was still this holder's.
 func (c *Consumer) advance(ctx context.Context, shard int, lease, done string, ledger [][]any) (bool, error) {
+	if n := len(ledger) - maxLedgerArgs; n > 0 {
+		// A large batch (a fan-out): the entries beyond what one script
+		// call takes are appended first, pipelined; a crash before the
+		// move re-routes the batch and they are recorded again (read as a
+		// set), as before the move was fenced.
+		p := c.rdb.Pipeline()
+		for _, values := range ledger[:n] {
+			p.XAdd(ctx, &redis.XAddArgs{Stream: LedgerKey(c.j, shard), MaxLen: LedgerLen, Approx: true, Values: values})
+		}
+		if _, err := p.Exec(ctx); err != nil {
+			return false, err
+		}
+		ledger = ledger[n:]
+	}
 	args := make([]any, 0, 3+12*len(ledger))
 	args = append(args, lease, done, LedgerLen)
 	for _, values := range ledger {
@@ -325,6 +339,9 @@ func (c *Consumer) advance(ctx context.Context, shard int, lease, done string, l
 	n, err := advanceScript.Run(ctx, c.rdb, []string{c.leaseKey(shard), c.cursorKey(shard), LedgerKey(c.j, shard)}, args...).Int()
 	return n == 1, err
 }
+
+// maxLedgerArgs bounds the ledger entries one advance script call appends.
+const maxLedgerArgs = 1000
 
 // keepLease renews the lease every third of its TTL, also while an event
 // is being retried, and calls lost once it is no longer ours (or cannot be

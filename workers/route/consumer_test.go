@@ -140,6 +140,21 @@ func TestExpiredLeaseOfADeadWorkerIsTakenOver(t *testing.T) {
 	if n := rdb.XLen(context.Background(), LedgerKey(j, 0)).Val(); n != 0 {
 		t.Fatalf("a stale holder wrote %d ledger entries", n)
 	}
+	// The holder moves it with a fan-out's worth of ledger entries, more
+	// than one script call takes: all of them are written.
+	big := make([][]any, maxLedgerArgs+500)
+	for i := range big {
+		big[i] = []any{"seq", "0-9-9", "source", "s", "id", "x", "to", fmt.Sprintf("human:r%d", i), "inbox_seq", 1, "via", "subscription"}
+	}
+	if ok, err := c.advance(context.Background(), 0, c.owner+":8", "9-9", big); err != nil || !ok {
+		t.Fatalf("the holder could not advance: %v %v", ok, err)
+	}
+	if n := rdb.XLen(context.Background(), LedgerKey(j, 0)).Val(); n != int64(len(big)) {
+		t.Fatalf("%d ledger entries written, want %d", n, len(big))
+	}
+	if v := rdb.Get(context.Background(), c.cursorKey(0)).Val(); v != "9-9" {
+		t.Fatalf("cursor %q, want 9-9", v)
+	}
 }
 
 func TestPoisonAndInfrastructureErrors(t *testing.T) {
