@@ -10,12 +10,14 @@ import (
 	"github.com/wakegate/wakegate/providers/event"
 )
 
-// batch is what the router reads once for a whole journal batch instead
-// of once per event (the consumer puts it in the context of every event
-// of the batch): each workspace's settings, and the subscription
+// batch is what the router shares across a whole journal batch (the
+// consumer puts it in the context of every event of the batch): each
+// workspace's settings, once an event has read them; the subscription
 // candidates of the events that need no session labels, read in one
-// script call. Routing a batch of GitHub events that reach nobody thus
-// costs one round trip for all of them instead of two per event.
+// script call (routing a batch of GitHub events that reach nobody thus
+// costs one round trip for all of them); and the delivery ledger entries,
+// which the consumer appends when it moves the shard's cursor past the
+// batch.
 //
 // What it reads is what a per-event read would have read a few
 // milliseconds earlier, with one exception it avoids: an event routed
