@@ -198,13 +198,13 @@ func (r *Router) Handle(ctx context.Context, shard int, e *event.Event) error {
 // recipients resolves who must hear e now (DESIGN §5): subscribers,
 // observers and the effective controller up its lineage, a message's
 // target, and the fallback when an attention+ session event would
-// otherwise reach nobody. It also returns the workspace settings and the
-// holds state (presence, quiet) of the recipients it read. It writes
-// nothing, and reads in two pipelined round trips: first the settings,
-// the session's record, the subscriptions e matches and the supervision
-// edges up its lineage; then the liveness of the controller candidates
-// and the holds state of every party that may hear e (a third when the
-// session has labels: the subscriptions are matched again with them).
+// otherwise reach nobody; and what delivering needs of what it read
+// (view). It writes nothing, and reads in two pipelined round trips:
+// first the settings, the session's record, the subscriptions e matches
+// and the supervision edges up its lineage; then the liveness of the
+// controller candidates, and the holds state and push endpoint of every
+// party that may hear e (a third when the session has labels: the
+// subscriptions are matched again with them).
 func (r *Router) recipients(ctx context.Context, e *event.Event, now time.Time) (map[string]recipient, *view, error) {
 	b := batchFrom(ctx)
 	// A message goes to its target and the target's observers only
