@@ -814,6 +814,24 @@ func probeReady(p *proc) *readyProbe {
 	return rp
 }
 
+// awaitReady waits until a sample at or after t was ready, or timeout
+// passes (the check of the samples then says which).
+func (rp *readyProbe) awaitReady(t time.Time, timeout time.Duration) {
+	for deadline := time.Now().Add(timeout); time.Now().Before(deadline); {
+		rp.mu.Lock()
+		_, ok := firstReady(rp.samples, t)
+		rp.mu.Unlock()
+		if ok {
+			return
+		}
+		select {
+		case <-rp.done:
+			return
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+}
+
 // halt stops the probe and returns its samples.
 func (rp *readyProbe) halt() []readySample {
 	select {

@@ -116,6 +116,10 @@ func redisAway(t *testing.T, crash bool) {
 	tries, acked := load.snapshot()
 	load.stop()
 	stopped = true
+	// A worker's readiness follows its next heartbeat (every 2.5 s), which
+	// may come after the first 100 acknowledgements.
+	gReady.awaitReady(back, 15*time.Second)
+	wReady.awaitReady(back, 15*time.Second)
 	gs, ws2 := gReady.halt(), wReady.halt()
 
 	for _, f := range load.failures {
