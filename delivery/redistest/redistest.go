@@ -9,6 +9,7 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"os"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -66,5 +67,37 @@ func Flush(rdb redis.UniversalClient, prefix string) {
 	}
 	if len(keys) > 0 {
 		rdb.Unlink(ctx, keys...)
+	}
+}
+
+// RoundTrips is a client hook (AddHook) that counts round trips to Redis:
+// a command or a pipeline each, but not the commands that set a new
+// connection up.
+type RoundTrips struct{ n atomic.Int64 }
+
+// Count is the round trips counted so far.
+func (c *RoundTrips) Count() int64 { return c.n.Load() }
+
+func (c *RoundTrips) DialHook(next redis.DialHook) redis.DialHook { return next }
+
+func (c *RoundTrips) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		c.add(cmd)
+		return next(ctx, cmd)
+	}
+}
+
+func (c *RoundTrips) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []redis.Cmder) error {
+		if len(cmds) > 0 {
+			c.add(cmds[0])
+		}
+		return next(ctx, cmds)
+	}
+}
+
+func (c *RoundTrips) add(first redis.Cmder) {
+	if name := first.Name(); name != "hello" && name != "client" {
+		c.n.Add(1)
 	}
 }

@@ -9,7 +9,6 @@ import (
 	"net/http"
 	"sort"
 	"strings"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -601,18 +600,6 @@ func TestBadEntryGivenUp(t *testing.T) {
 	}
 }
 
-// commands counts the Redis commands a client sends (pipelined ones one
-// by one).
-type commands struct{ n atomic.Int64 }
-
-func (c *commands) DialHook(next redis.DialHook) redis.DialHook { return next }
-func (c *commands) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
-	return func(ctx context.Context, cmd redis.Cmder) error { c.n.Add(1); return next(ctx, cmd) }
-}
-func (c *commands) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
-	return func(ctx context.Context, cmds []redis.Cmder) error { c.n.Add(int64(len(cmds))); return next(ctx, cmds) }
-}
-
 // TestArmedSkipsCoveredTimer: after a delivery armed an entry, Armed
 // reads and writes nothing when this process scheduled the recipient's
 // timer for a slot still ahead and no later than the new due, and
@@ -628,21 +615,21 @@ func TestArmedSkipsCoveredTimer(t *testing.T) {
 	if !slot.After(time.Now().Add(59 * time.Minute)) {
 		t.Fatalf("remembered slot %v, want the timer's, about an hour ahead", slot)
 	}
-	count := &commands{}
+	count := &redistest.RoundTrips{}
 	e.rdb.(*redis.Client).AddHook(count)
 	sent := func(due time.Time) int64 {
 		t.Helper()
-		before := count.n.Load()
+		before := count.Count()
 		if err := e.esc.Armed(e.ctx, ws, "session:mid", due); err != nil {
 			t.Fatal(err)
 		}
-		return count.n.Load() - before
+		return count.Count() - before
 	}
 	if n := sent(slot); n != 0 {
-		t.Fatalf("a due at the timer's slot sent %d commands, want 0", n)
+		t.Fatalf("a due at the timer's slot made %d round trips, want 0", n)
 	}
 	if n := sent(slot.Add(time.Hour)); n != 0 {
-		t.Fatalf("a due after the timer's slot sent %d commands, want 0", n)
+		t.Fatalf("a due after the timer's slot made %d round trips, want 0", n)
 	}
 	if n := sent(slot.Add(-time.Minute)); n == 0 {
 		t.Fatal("a due before the timer's slot was not scheduled")

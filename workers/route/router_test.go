@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"sort"
 	"strings"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -295,28 +294,6 @@ func TestLedgerRecordsEveryDeliveryOnce(t *testing.T) {
 	w.want("session:boss", "session.crashed×1 wake")
 }
 
-// roundTrips counts a client's round trips: a command or a pipeline each,
-// but not those that set a new connection up.
-type roundTrips struct{ n atomic.Int64 }
-
-func (c *roundTrips) DialHook(next redis.DialHook) redis.DialHook { return next }
-func (c *roundTrips) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
-	return func(ctx context.Context, cmd redis.Cmder) error {
-		if name := cmd.Name(); name != "hello" && name != "client" {
-			c.n.Add(1)
-		}
-		return next(ctx, cmd)
-	}
-}
-func (c *roundTrips) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
-	return func(ctx context.Context, cmds []redis.Cmder) error {
-		if name := cmds[0].Name(); name != "hello" && name != "client" {
-			c.n.Add(1)
-		}
-		return next(ctx, cmds)
-	}
-}
-
 // TestRoutingReadsInTwoRoundTrips: before it delivers, the router reads
 // what routing an event needs — settings, the session's record, the
 // subscriptions, the supervision edges up the lineage, the controller's
@@ -338,14 +315,14 @@ func TestRoutingReadsInTwoRoundTrips(t *testing.T) {
 		t.Fatal(err)
 	}
 	w.push("session:kid", "kid", "session.awaiting_input", "") // the scripts are loaded from here on
-	count := &roundTrips{}
+	count := &redistest.RoundTrips{}
 	w.rdb.AddHook(count)
-	before := count.n.Load()
+	before := count.Count()
 	w.push("session:kid", "kid", "session.awaiting_input", "", func(it *ingest.Item) { it.Event.CoalesceKey = "q2" })
 	// The commit (one script) and the journal read of the test's push, then
 	// routing to session:mid (controller), human:carol (observer) and
 	// human:dave (subscriber).
-	if n := count.n.Load() - before; n != 2+2+3+1 {
+	if n := count.Count() - before; n != 2+2+3+1 {
 		t.Errorf("%d round trips to commit, read back and route an event to 3 recipients, want 8 (2 to read, 3 to deliver, 1 ledger)", n)
 	}
 	w.want("session:mid", "session.awaiting_input×1 wake", "session.awaiting_input×1 wake")
