@@ -114,9 +114,9 @@ func (e *Escalator) timerID(workspace, party, slot string) string {
 // Schedule makes sure a recipient's timer will run by its earliest due:
 // one Asynq task at the start of the due's second (escalate.Slot), or at
 // once when it is due already, under an id derived from the recipient
-// and the slot. Calling it again changes nothing; it is the router's hook
-// after every delivery that armed an entry (and after duplicates, in case
-// the run that armed it crashed before scheduling).
+// and the slot. Calling it again changes nothing. The router reaches it
+// through Armed after every delivery that armed an entry (and after
+// duplicates, in case the run that armed it crashed before scheduling).
 func (e *Escalator) Schedule(ctx context.Context, workspace, party string) error {
 	due, ok, err := e.store.Next(ctx, workspace, party)
 	if err != nil || !ok {
