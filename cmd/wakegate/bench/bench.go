@@ -177,19 +177,34 @@ func (r *runner) baseline(ctx context.Context, sys *System, l Loop) (Result, err
 }
 
 // measure runs l and sets its CPU per request: the wakegate processes
-// and (private) Redis, or the baseline process and Redis.
+// and (private) Redis, or the baseline process and Redis; and that CPU
+// split by process, the load generator's included.
 func (r *runner) measure(ctx context.Context, sys *System, l Loop, baseline bool) Result {
-	cpu := func() time.Duration {
+	byProcess := func() map[string]time.Duration {
+		m := map[string]time.Duration{"bench": procCPU(os.Getpid())}
 		g, rd := sys.CPU(ctx)
-		if baseline {
-			g = sys.RoleCPU("baseline")
+		if sys.Private {
+			m["redis"] = rd
 		}
-		return g + rd
+		if baseline {
+			m["baseline"] = sys.RoleCPU("baseline")
+		} else {
+			m["gateway"] = sys.RoleCPU("gateway")
+			m["worker"] = g - m["gateway"] // the workers, and the retired processes of a soak
+		}
+		return m
 	}
-	c0 := cpu()
+	c0 := byProcess()
 	res := r.loop(ctx, l)
 	if n := res.N + int64(errorCount(res)); n > 0 {
-		res.CPUPerOp = (cpu() - c0) / time.Duration(n)
+		c1 := byProcess()
+		res.CPUByProcess = map[string]time.Duration{}
+		for k, v := range c1 {
+			res.CPUByProcess[k] = (v - c0[k]) / time.Duration(n)
+			if k != "bench" {
+				res.CPUPerOp += res.CPUByProcess[k]
+			}
+		}
 	}
 	r.rep.Phases = append(r.rep.Phases, res)
 	return res

@@ -58,6 +58,10 @@ type Result struct {
 	// CPUPerOp is the system's CPU per request (its processes and, when
 	// private, Redis), set by the scenario.
 	CPUPerOp time.Duration `json:"cpu_per_op_ns,omitempty"`
+	// CPUByProcess splits the CPU per request between the processes of
+	// the machine: gateway, worker, baseline, redis (when private), and
+	// the load generator itself (bench), which the ratios leave out.
+	CPUByProcess map[string]time.Duration `json:"cpu_per_op_by_process_ns,omitempty"`
 }
 
 // Second is one second of a run.

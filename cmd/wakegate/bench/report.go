@@ -147,6 +147,21 @@ func (r *Report) WriteText(w io.Writer) {
 		sort.Strings(kinds)
 		fmt.Fprintf(w, "  errors of %s: %s\n", p.Name, strings.Join(kinds, ", "))
 	}
+	for _, p := range r.Phases {
+		if len(p.CPUByProcess) == 0 {
+			continue
+		}
+		names := make([]string, 0, len(p.CPUByProcess))
+		for k := range p.CPUByProcess {
+			names = append(names, k)
+		}
+		sort.Strings(names)
+		parts := make([]string, len(names))
+		for i, k := range names {
+			parts[i] = fmt.Sprintf("%s %.0fµs", k, float64(p.CPUByProcess[k])/float64(time.Microsecond))
+		}
+		fmt.Fprintf(w, "  CPU per request of %s: %s\n", p.Name, strings.Join(parts, ", "))
+	}
 	if wk := r.Wake; wk != nil {
 		fmt.Fprintf(w, "\nfact → wake (long-poll): seen %d of %d; p50 %s p90 %s p99 %s max %s; wakes per supervisor min %.0f mean %.1f max %.0f\n",
 			wk.Seen, wk.Expected, ms(wk.Latency.P50), ms(wk.Latency.P90), ms(wk.Latency.P99), ms(wk.Latency.Max),
