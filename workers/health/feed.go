@@ -59,10 +59,12 @@ return 1
 `)
 
 // feed files what the journal and the ledgers gained, in at most rounds
-// rounds; behind reports that it stopped at its bound with more to read.
-func (s *Sweeper) feed(ctx context.Context, rounds int) (n int, behind bool, err error) {
+// rounds, pacing them with pace (nil: flat out); behind reports that it
+// stopped at its bound with more to read.
+func (s *Sweeper) feed(ctx context.Context, rounds int, pace *pacer) (n int, behind bool, err error) {
 	shards := s.j.Config().Shards
 	for range rounds {
+		roundStart := time.Now()
 		pos, err := s.rdb.HGetAll(ctx, s.posKey()).Result()
 		if err != nil {
 			return n, false, fmt.Errorf("health feed positions: %w", err)
@@ -123,6 +125,7 @@ func (s *Sweeper) feed(ctx context.Context, rounds int) (n int, behind bool, err
 		if !more {
 			return n, false, nil
 		}
+		pace.wait(ctx, roundStart)
 	}
 	return n, true, nil
 }

@@ -45,6 +45,14 @@ type Config struct {
 	// evaluated again, for what changes without a journal event (a lease
 	// released). Default 1h.
 	Resync time.Duration
+	// Spread spreads a periodic pass (Sweep) over up to this long: after
+	// each step — a feed round, an evaluation — it waits twice as long as
+	// the step took, so its burst of round trips takes a third of what it
+	// would and leaves the routers the CPU they need (run flat out once a
+	// minute, it held wakes back for seconds under load). Past Spread it
+	// runs flat out. 0, the default, never waits; the worker sets half the
+	// period. Reports never wait.
+	Spread time.Duration
 }
 
 func (c Config) withDefaults() Config {
@@ -204,7 +212,8 @@ func (s *Sweeper) Pass(ctx context.Context, now time.Time) error {
 func (s *Sweeper) Sweep(ctx context.Context, now time.Time) (Stats, error) {
 	start := time.Now()
 	var st Stats
-	fed, behind, err := s.feed(ctx, feedRounds)
+	pace := &pacer{until: start.Add(s.cfg.Spread)}
+	fed, behind, err := s.feed(ctx, feedRounds, pace)
 	st.Fed, st.Behind = fed, behind
 	if err != nil {
 		return st, err
@@ -216,7 +225,7 @@ func (s *Sweeper) Sweep(ctx context.Context, now time.Time) (Stats, error) {
 	slices.Sort(wss)
 	var errs []error
 	for _, ws := range wss {
-		wst, _, err := s.pass(ctx, ws, now, true)
+		wst, _, err := s.pass(ctx, ws, now, pace)
 		st.add(wst)
 		if err != nil {
 			errs = append(errs, fmt.Errorf("workspace %s: %w", ws, err))
@@ -237,7 +246,7 @@ func (s *Sweeper) Report(ctx context.Context, workspace string, now time.Time) (
 	if !event.ValidWorkspace(workspace) {
 		return nil, fmt.Errorf("health: workspace %q", workspace)
 	}
-	_, behind, err := s.feed(ctx, reportFeedRounds)
+	_, behind, err := s.feed(ctx, reportFeedRounds, nil)
 	if err != nil {
 		return nil, err
 	}
@@ -279,15 +288,17 @@ type run struct {
 // workspace without repairs, synthesis or writes; it returns the findings
 // it made, to read over the stored ones.
 func (s *Sweeper) check(ctx context.Context, ws string, now time.Time) (Stats, map[string]map[string]*finding, error) {
-	return s.pass(ctx, ws, now, false)
+	return s.pass(ctx, ws, now, nil)
 }
 
 // pass evaluates one workspace: the subjects whose journal position moved
 // (T:dirty), the subjects and parties due (T:due), the sessions with no
 // supervisor (a lease taken is not journaled), and the active parties whose
-// counters moved. With repair it consumes T:dirty, writes T:due and T:pver
-// and repairs; without, it writes findings only.
-func (s *Sweeper) pass(ctx context.Context, ws string, now time.Time, repair bool) (Stats, map[string]map[string]*finding, error) {
+// counters moved. The periodic pass (pace not nil) consumes T:dirty,
+// writes T:due and T:pver and repairs, pacing its evaluations; a report's
+// (nil) writes findings only.
+func (s *Sweeper) pass(ctx context.Context, ws string, now time.Time, pace *pacer) (Stats, map[string]map[string]*finding, error) {
+	repair := pace != nil
 	settings, err := s.sup.Settings(ctx, ws)
 	if err != nil {
 		return Stats{}, nil, err
@@ -308,7 +319,9 @@ func (s *Sweeper) pass(ctx context.Context, ws string, now time.Time, repair boo
 	due := map[string]time.Time{} // member → next due; zero: none
 	failed := map[string]bool{}
 	for _, subj := range subjects {
+		step := time.Now()
 		next, err := r.subject(ctx, subj)
+		pace.wait(ctx, step)
 		if err != nil {
 			errs = append(errs, fmt.Errorf("%s: %w", subj, err))
 			failed[subjectMember+subj] = true
@@ -323,7 +336,9 @@ func (s *Sweeper) pass(ctx context.Context, ws string, now time.Time, repair boo
 	versions := map[string]string{}
 	var idle []string
 	for i, p := range parties {
+		step := time.Now()
 		next, keep, ver, err := r.party(ctx, p, counts[i])
+		pace.wait(ctx, step)
 		if err != nil {
 			errs = append(errs, fmt.Errorf("%s: %w", p, err))
 			failed[partyMember+p] = true
@@ -567,6 +582,26 @@ func (r *run) repaired(ctx context.Context, inv, what string) {
 	}
 	r.st.Repaired++
 	r.s.m.repairs.WithLabelValues(inv).Inc()
+}
+
+// pacer spreads a periodic pass's steps (Config.Spread).
+type pacer struct {
+	until time.Time // wait after a step until then; after, run flat out
+}
+
+// wait waits twice as long as the step begun at step took; a nil pacer
+// (a report's) does not wait.
+func (p *pacer) wait(ctx context.Context, step time.Time) {
+	now := time.Now()
+	if p == nil || now.After(p.until) {
+		return
+	}
+	t := time.NewTimer(2 * now.Sub(step))
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+	case <-t.C:
+	}
 }
 
 func formatScore(v float64) string { return fmt.Sprintf("%.0f", v) }

@@ -138,11 +138,9 @@ func New(rdb redis.UniversalClient, cfg Config, log *slog.Logger, reg *prometheu
 	// gateway on GET /v1/health/supervision.
 	s.Health = health.New(health.Deps{Redis: rdb, Journal: s.Journal, Sessions: s.Sessions, Subs: s.Subs, Sup: s.Sup,
 		Inbox: s.Inbox, Endpoints: s.Endpoints, Tracker: s.Tracker, Escalator: s.Escalate, Log: log, Registerer: reg},
-		health.Config{Prefix: cfg.Prefix, SessionTTL: cfg.SessionTTL, MaxTurn: cfg.MaxTurn, StuckAfter: cfg.PRStuckAfter})
-	s.healthEvery = cfg.HealthEvery
-	if s.healthEvery <= 0 {
-		s.healthEvery = time.Minute
-	}
+		health.Config{Prefix: cfg.Prefix, SessionTTL: cfg.SessionTTL, MaxTurn: cfg.MaxTurn, StuckAfter: cfg.PRStuckAfter,
+			Spread: healthEvery(cfg) / 2})
+	s.healthEvery = healthEvery(cfg)
 	s.Router = route.NewRouter(rdb, s.Journal, s.Sessions, s.Subs, s.Sup, s.Inbox, reg).
 		WithPusher(s.Push).WithHolds(s.Holds, s.Release).WithEscalation(s.Escalate)
 	if s.GitHub != nil {
@@ -218,4 +216,12 @@ func (s *Stack) Gateway(cfg gateway.Config, verifier *agent.Verifier, ready func
 func processName() string {
 	h, _ := os.Hostname()
 	return h + "/" + strconv.Itoa(os.Getpid())
+}
+
+// healthEvery is the period of the health sweep (WAKEGATE_HEALTH_EVERY).
+func healthEvery(cfg Config) time.Duration {
+	if cfg.HealthEvery <= 0 {
+		return time.Minute
+	}
+	return cfg.HealthEvery
 }
