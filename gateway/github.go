@@ -5,6 +5,7 @@ import (
 	"mime"
 	"net/http"
 	"net/url"
+	"time"
 
 	"github.com/gin-gonic/gin"
 
@@ -12,8 +13,9 @@ import (
 	"github.com/wakegate/wakegate/providers/github"
 )
 
-// githubWebhook is POST /webhooks/github (DESIGN §3): verify, extract the
-// few fields routing needs, commit, answer. Normalizing is a derivation.
+// githubWebhook is POST /webhooks/github (DESIGN §3): verify, parse and
+// normalize, commit (the raw body, and the fact for the deriver), answer.
+// Folding the fact into the tracker and journaling it are derivations.
 func (s *Server) githubWebhook(c *gin.Context) {
 	body, release := s.readWebhookBody(c, s.cfg.MaxBody)
 	if body == nil {
@@ -44,8 +46,12 @@ func (s *Server) githubWebhook(c *gin.Context) {
 		}
 		payload = []byte(form.Get("payload"))
 	}
-	head, err := github.Extract(payload)
-	if err != nil {
+	// One parse validates the body and normalizes it; the fact rides in
+	// the ingest record. A JSON payload that lacks what its mapping needs
+	// is committed all the same (the deriver sets it aside as poison, for
+	// an operator to see); only a body that is not JSON is refused.
+	head, fact, nerr := github.Parse(eventType, payload)
+	if errors.Is(nerr, github.ErrNotJSON) {
 		s.metrics.webhooks.WithLabelValues("refused").Inc()
 		abort(c, newProblem(http.StatusBadRequest, "malformed", "payload is not a JSON object"))
 		return
@@ -62,6 +68,12 @@ func (s *Server) githubWebhook(c *gin.Context) {
 	}
 	if d.Ignored == "" && !github.Mapped(eventType, head.Action) {
 		d.Ignored, outcome = "event not mapped: "+eventType+"."+head.Action, "ignored"
+	}
+	if d.Ignored == "" && nerr == nil && fact.Ignored == "" {
+		if fact.Time.IsZero() {
+			fact.Time = d.Received.Truncate(time.Millisecond) // as the raw record keeps it
+		}
+		d.Fact, _ = github.EncodeFact(&fact) // nil on error: the deriver normalizes the body
 	}
 	ctx, cancel := s.commitContext(c)
 	defer cancel()

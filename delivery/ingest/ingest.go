@@ -70,6 +70,10 @@ type Delivery struct {
 	Body        []byte // the raw body exactly as signed
 	Received    time.Time
 	Replay      bool // an operator's redelivery: passes dedup, marked in the journal
+	// Fact is the delivery's normalized fact (github.EncodeFact), when the
+	// gateway has it: the ingest record carries it, and the deriver folds
+	// it in without reading the raw body again. nil: derive from the body.
+	Fact []byte
 
 	buf *[]byte // Body's pooled buffer (Raws), for Release
 }
@@ -92,7 +96,8 @@ const (
 // KEYS[4] ingest stream "<in>:ingest"
 // ARGV[1] ttl seconds, ARGV[2] raw record, ARGV[3] "1" to pass dedup (replay),
 // ARGV[4] guid, ARGV[5] hook, ARGV[6] "1" to write an ingest record,
-// ARGV[7] ingest stream maxlen
+// ARGV[7] ingest stream maxlen, ARGV[8] the normalized fact ("" for none),
+// ARGV[9] workspace (written beside a fact)
 // Returns {0, ingest id or ""} committed, {1, ""} duplicate guid,
 // {2, first guid} duplicate body.
 var commitDeliveryScript = redis.NewScript(`
@@ -106,7 +111,10 @@ end
 -- but this is the order that stays safe if the script is ever split.
 redis.call('SET', KEYS[3], ARGV[2], 'EX', ttl, 'NX')
 local id = ''
-if ARGV[6] == '1' then
+if ARGV[6] == '1' and ARGV[8] ~= '' then
+  id = redis.call('XADD', KEYS[4], 'MAXLEN', '~', ARGV[7], '*', 'g', ARGV[4], 'h', ARGV[5], 'r', ARGV[3],
+    'w', ARGV[9], 'f', ARGV[8])
+elseif ARGV[6] == '1' then
   id = redis.call('XADD', KEYS[4], 'MAXLEN', '~', ARGV[7], '*', 'g', ARGV[4], 'h', ARGV[5], 'r', ARGV[3])
 end
 redis.call('SET', KEYS[1], '1', 'EX', ttl)
@@ -139,16 +147,16 @@ func (s *Store) CommitDelivery(ctx context.Context, d *Delivery) (Outcome, error
 		s.StreamKey(shard),
 	}
 	cfg := s.j.Config()
-	derive := "0"
+	derive, fact := "0", []byte(nil)
 	if d.Ignored == "" {
-		derive = "1"
+		derive, fact = "1", d.Fact
 	}
 	replay := "0"
 	if d.Replay {
 		replay = "1"
 	}
 	res, err := commitDeliveryScript.Run(ctx, s.rdb, keys,
-		int64(cfg.Retention/time.Second), rec, replay, d.GUID, d.Hook, derive, maxLen(cfg)).Slice()
+		int64(cfg.Retention/time.Second), rec, replay, d.GUID, d.Hook, derive, maxLen(cfg), fact, d.Workspace).Slice()
 	if err != nil {
 		return 0, fmt.Errorf("commit delivery %s: %w", d.GUID, err)
 	}
@@ -181,11 +189,13 @@ func (s *Store) Trim(ctx context.Context, now time.Time) error {
 
 // Record is an ingest record: a committed delivery waiting to be derived.
 type Record struct {
-	Shard  int
-	ID     string // stream id
-	GUID   string
-	Hook   string
-	Replay bool
+	Shard     int
+	ID        string // stream id
+	GUID      string
+	Hook      string
+	Replay    bool
+	Workspace string // set with Fact
+	Fact      []byte // the normalized fact committed with the delivery; nil: derive it from the raw body
 }
 
 // ParseRecord reads an ingest stream entry of shard.
@@ -193,7 +203,12 @@ func ParseRecord(shard int, m redis.XMessage) Record {
 	g, _ := m.Values["g"].(string)
 	h, _ := m.Values["h"].(string)
 	r, _ := m.Values["r"].(string)
-	return Record{Shard: shard, ID: m.ID, GUID: g, Hook: h, Replay: r == "1"}
+	rec := Record{Shard: shard, ID: m.ID, GUID: g, Hook: h, Replay: r == "1"}
+	if f, _ := m.Values["f"].(string); f != "" {
+		rec.Workspace, _ = m.Values["w"].(string)
+		rec.Fact = []byte(f)
+	}
+	return rec
 }
 
 // ErrNotFound is returned for a raw delivery that is not (or no longer) kept.

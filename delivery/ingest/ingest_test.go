@@ -102,6 +102,38 @@ func TestCommitDelivery(t *testing.T) {
 	})
 }
 
+// TestRecordCarriesTheFact: the ingest record of a delivery to derive
+// carries its normalized fact and workspace; an ignored delivery writes no
+// record, fact or not.
+func TestRecordCarriesTheFact(t *testing.T) {
+	backends(t, func(t *testing.T, rdb redis.UniversalClient, j *journal.Journal) {
+		ctx := context.Background()
+		s := ingest.New(rdb, j)
+		d := ingest.Delivery{GUID: "g1", Event: "pull_request", Hook: "42", ContentType: "application/json",
+			Repo: "o/r", Workspace: "ws", Body: fixture(t), Received: time.Unix(1700000000, 0), Fact: []byte(`{"Event":"pull_request"}`)}
+		ignored := withBody(withGUID(d, "g2"), []byte(`{}`))
+		ignored.Ignored = "event not mapped"
+		for _, d := range []ingest.Delivery{d, ignored} {
+			if got, err := s.CommitDelivery(ctx, &d); err != nil || got != ingest.Committed {
+				t.Fatalf("%s: %v %v", d.GUID, got, err)
+			}
+		}
+		var recs []ingest.Record
+		for shard := range s.Shards() {
+			msgs, err := rdb.XRange(ctx, s.StreamKey(shard), "-", "+").Result()
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, m := range msgs {
+				recs = append(recs, ingest.ParseRecord(shard, m))
+			}
+		}
+		if len(recs) != 1 || recs[0].GUID != "g1" || recs[0].Workspace != "ws" || string(recs[0].Fact) != string(d.Fact) {
+			t.Fatalf("records %+v, want g1's with its fact", recs)
+		}
+	})
+}
+
 func withGUID(d ingest.Delivery, g string) ingest.Delivery { d.GUID = g; return d }
 func withHook(d ingest.Delivery, h string) ingest.Delivery { d.Hook = h; return d }
 func withBody(d ingest.Delivery, b []byte) ingest.Delivery { d.Body = b; return d }

@@ -116,6 +116,12 @@ func Normalize(eventType string, body []byte) (Fact, error) {
 	if err != nil {
 		return Fact{}, malformed(eventType, err)
 	}
+	return normalize(eventType, body, env, pre)
+}
+
+// normalize is Normalize after decodePayload.
+func normalize(eventType string, body []byte, env envelope, pre any) (Fact, error) {
+	var err error
 	f := Fact{Event: eventType, Action: env.Action, Repo: env.Repository.FullName}
 	switch eventType {
 	case "ping":

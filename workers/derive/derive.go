@@ -215,36 +215,60 @@ type batch struct {
 	errs    []error
 }
 
-// prepare reads a batch's raw deliveries and normalizes them in parallel;
-// nil when the raw deliveries could not be read (the batch stays pending).
-// It writes nothing, so the consumer prepares the next batch while the
-// previous one is being folded in.
+// prepare normalizes a batch in parallel: a record that carries the fact
+// the gateway normalized decodes it, the others (older records, operator
+// redeliveries, payloads the gateway could not normalize) read their raw
+// deliveries in one round trip and parse them. nil when the raw deliveries
+// could not be read (the batch stays pending). It writes nothing, so the
+// consumer prepares the next batch while the previous one is being folded
+// in.
 func (d *Deriver) prepare(ctx context.Context, shard int, msgs []redis.XMessage) *batch {
-	b := &batch{shard: shard, start: time.Now(), recs: make([]ingest.Record, len(msgs))}
+	n := len(msgs)
+	b := &batch{shard: shard, start: time.Now(), recs: make([]ingest.Record, n),
+		raws: make([]*ingest.Delivery, n), rawErrs: make([]error, n), facts: make([]*github.Fact, n), errs: make([]error, n)}
+	var need []ingest.Record // records without a fact
+	var at []int             // their places in the batch
 	for i, m := range msgs {
-		b.recs[i] = ingest.ParseRecord(shard, m)
-	}
-	var err error
-	b.raws, b.rawErrs, err = d.store.Raws(ctx, shard, b.recs)
-	if err != nil {
-		if ctx.Err() == nil {
-			d.log.Warn("read raw deliveries; will retry", "shard", shard, "err", err)
+		rec := ingest.ParseRecord(shard, m)
+		b.recs[i] = rec
+		if rec.Fact != nil {
+			b.raws[i] = &ingest.Delivery{GUID: rec.GUID, Hook: rec.Hook, Workspace: rec.Workspace, Replay: rec.Replay}
+			continue
 		}
-		d.m.derived.WithLabelValues("retry").Add(float64(len(msgs)))
-		return nil
+		need, at = append(need, rec), append(at, i)
 	}
-	b.facts = make([]*github.Fact, len(b.recs))
-	b.errs = make([]error, len(b.recs))
+	var raws []*ingest.Delivery
+	if len(need) > 0 {
+		var errs []error
+		var err error
+		raws, errs, err = d.store.Raws(ctx, shard, need)
+		if err != nil {
+			if ctx.Err() == nil {
+				d.log.Warn("read raw deliveries; will retry", "shard", shard, "err", err)
+			}
+			d.m.derived.WithLabelValues("retry").Add(float64(n))
+			return nil
+		}
+		for k, i := range at {
+			b.raws[i], b.rawErrs[i] = raws[k], errs[k]
+		}
+	}
 	// A few workers take the records in turn (a goroutine per record would
 	// grow a fresh stack for the parser each time).
 	var wg sync.WaitGroup
 	var next atomic.Int64
-	for range min(len(b.recs), 2*runtime.GOMAXPROCS(0)) {
+	for range min(n, 2*runtime.GOMAXPROCS(0)) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			for i := int(next.Add(1)) - 1; i < len(b.recs); i = int(next.Add(1)) - 1 {
-				if b.rawErrs[i] == nil && b.raws[i].Ignored == "" {
+			for i := int(next.Add(1)) - 1; i < n; i = int(next.Add(1)) - 1 {
+				switch {
+				case b.recs[i].Fact != nil:
+					// a fact that does not decode is set aside like a
+					// payload that does not normalize; redelivering it
+					// normalizes its raw body again
+					b.facts[i], b.errs[i] = github.DecodeFact(b.recs[i].Fact)
+				case b.rawErrs[i] == nil && b.raws[i].Ignored == "":
 					b.facts[i], b.errs[i] = normalize(b.raws[i])
 				}
 			}
@@ -253,7 +277,7 @@ func (d *Deriver) prepare(ctx context.Context, shard int, msgs []redis.XMessage)
 	wg.Wait()
 	// Nothing derived keeps a body (facts copy what they take), so the
 	// batch's bodies go back to the pool now.
-	ingest.Release(b.raws)
+	ingest.Release(raws)
 	return b
 }
 
@@ -322,11 +346,23 @@ func (d *Deriver) finish(ctx context.Context, b *batch) {
 	wg.Wait()
 	if len(done) > 0 {
 		d.m.lag.Set(time.Since(streamTime(recs[len(recs)-1].ID)).Seconds())
-		if err := d.rdb.XAck(ctx, d.store.StreamKey(shard), group, done...).Err(); err != nil && ctx.Err() == nil {
+		if err := d.ack(ctx, shard, done...); err != nil && ctx.Err() == nil {
 			d.log.Warn("ack ingest records", "shard", shard, "err", err)
 		}
 	}
 	d.m.duration.Observe(time.Since(b.start).Seconds() / float64(len(recs)))
+}
+
+// ack acknowledges derived records and deletes them: once derived, a
+// record (and the fact it may carry) is needed by nothing, and the raw
+// delivery it points at is kept under its own key.
+func (d *Deriver) ack(ctx context.Context, shard int, ids ...string) error {
+	stream := d.store.StreamKey(shard)
+	pipe := d.rdb.Pipeline()
+	pipe.XAck(ctx, stream, group, ids...)
+	pipe.XDel(ctx, stream, ids...)
+	_, err := pipe.Exec(ctx)
+	return err
 }
 
 // applyBatch folds every record of the batch that is tracker input into
@@ -494,7 +530,7 @@ func (d *Deriver) Relay(ctx context.Context, shard int, minIdle time.Duration) (
 				return n, err
 			}
 			d.m.derived.WithLabelValues("poison").Inc()
-			_ = d.rdb.XAck(ctx, stream, group, p.ID).Err()
+			_ = d.ack(ctx, shard, p.ID)
 			continue
 		}
 		d.m.relayed.Inc()

@@ -2,9 +2,11 @@ package derive_test
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"log/slog"
 	"os"
+	"strings"
 	"testing"
 	"time"
 
@@ -15,6 +17,7 @@ import (
 	"github.com/wakegate/wakegate/delivery/journal"
 	"github.com/wakegate/wakegate/delivery/redistest"
 	"github.com/wakegate/wakegate/delivery/tracker"
+	"github.com/wakegate/wakegate/providers/github"
 	"github.com/wakegate/wakegate/workers/derive"
 )
 
@@ -37,8 +40,15 @@ func newEnv(t *testing.T) *env {
 
 func (e *env) commit(t *testing.T, guid, event string, body []byte) {
 	t.Helper()
+	e.commitFact(t, guid, event, body, nil)
+}
+
+// commitFact commits a delivery whose ingest record carries fact, as the
+// gateway commits those it normalized.
+func (e *env) commitFact(t *testing.T, guid, event string, body, fact []byte) {
+	t.Helper()
 	out, err := e.store.CommitDelivery(e.ctx, &ingest.Delivery{GUID: guid, Event: event, Hook: "1", ContentType: "application/json",
-		Repo: "Codertocat/Hello-World", Workspace: "default", Body: body, Received: time.Now()})
+		Repo: "Codertocat/Hello-World", Workspace: "default", Body: body, Received: time.Now(), Fact: fact})
 	if err != nil || out != ingest.Committed {
 		t.Fatalf("commit %s: %v %v", guid, out, err)
 	}
@@ -156,5 +166,57 @@ func TestRunDerivesAndStops(t *testing.T) {
 		}
 	case <-time.After(5 * time.Second):
 		t.Fatal("Run did not stop within 5s of cancel")
+	}
+}
+
+// TestFactInTheRecord: a record that carries its normalized fact is folded
+// in from it, without its raw body (deleted here); a fact that does not
+// decode is set aside as poison; derived records leave the stream.
+func TestFactInTheRecord(t *testing.T) {
+	e := newEnv(t)
+	body := fixture(t, "pull_request/opened.payload.json")
+	f, err := github.Normalize("pull_request", body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.Summary = "from the record" // the journal shows which fact was folded in
+	fact, err := github.EncodeFact(&f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.commitFact(t, "g-fact", "pull_request", body, fact)
+	e.commitFact(t, "g-corrupt", "pull_request", fixture(t, "pull_request/reopened.payload.json"), []byte(`{"Event":`))
+	for s := range e.store.Shards() {
+		keys, err := e.rdb.Keys(e.ctx, e.store.Tag(s)+":raw:*").Result()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(keys) > 0 {
+			e.rdb.Del(e.ctx, keys...)
+		}
+	}
+	e.crash(t)
+	e.relay(t)
+	evs, _, err := e.j.Read(e.ctx, make(journal.Cursor, 2), journal.Filter{Workspace: "default"}, 100)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(evs) != 1 || evs[0].Type != "github.pull_request.opened" || evs[0].Summary != "from the record" {
+		t.Fatalf("journal %+v, want the record's opened only", evs)
+	}
+	var poison, left int64
+	for s := range e.store.Shards() {
+		msgs, _ := e.rdb.XRange(e.ctx, e.store.Tag(s)+":poison", "-", "+").Result()
+		for _, m := range msgs {
+			if m.Values["g"] != "g-corrupt" || !strings.Contains(fmt.Sprint(m.Values["reason"]), "decode fact") {
+				t.Fatalf("poison %+v", m.Values)
+			}
+			poison++
+		}
+		n, _ := e.rdb.XLen(e.ctx, e.store.StreamKey(s)).Result()
+		left += n
+	}
+	if poison != 1 || left != 0 {
+		t.Fatalf("%d set aside (want 1), %d ingest records left (want 0)", poison, left)
 	}
 }

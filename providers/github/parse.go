@@ -49,13 +49,21 @@ type envelope struct {
 	} `json:"installation"`
 }
 
-// Extract decodes only action, repository.full_name and installation.id
-// from a JSON payload, validating the whole of it. Malformed JSON returns
-// an error wrapping ErrMalformed.
-func Extract(body []byte) (Meta, error) {
-	var env envelope
-	if err := unmarshal(body, &env); err != nil {
-		return Meta{}, fmt.Errorf("%w: not a JSON object", ErrMalformed)
+// ErrNotJSON is Parse's error for a body that is not a JSON object (or
+// whose action, repository or installation has the wrong JSON type).
+var ErrNotJSON = fmt.Errorf("%w: not a JSON object", ErrMalformed)
+
+// Parse is the gateway's one parse of a delivery: it validates the whole
+// JSON payload and returns its meta and its normalized fact (Normalize).
+// A body that is not JSON returns ErrNotJSON and nothing else; a JSON
+// payload that lacks what its event's mapping needs returns its meta and
+// Normalize's error.
+func Parse(eventType string, body []byte) (Meta, Fact, error) {
+	env, pre, err := decodePayload(eventType, body)
+	if err != nil {
+		return Meta{}, Fact{}, ErrNotJSON
 	}
-	return Meta{Action: env.Action, Repo: env.Repository.FullName, InstallationID: env.Installation.ID}, nil
+	m := Meta{Action: env.Action, Repo: env.Repository.FullName, InstallationID: env.Installation.ID}
+	f, err := normalize(eventType, body, env, pre)
+	return m, f, err
 }

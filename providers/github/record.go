@@ -1,0 +1,30 @@
+package github
+
+import (
+	"fmt"
+
+	"github.com/bytedance/sonic"
+)
+
+// EncodeFact renders a normalized fact for the ingest record: the gateway
+// normalizes a delivery while it validates it (one parse either way) and
+// commits the fact beside the raw body, so the deriver need not read,
+// decompress and parse the body a second time. The raw body stays the
+// source of truth: a record without a fact, or whose fact does not decode,
+// is normalized from it, as is every operator redelivery.
+func EncodeFact(f *Fact) ([]byte, error) {
+	b, err := sonic.ConfigStd.Marshal(f)
+	if err != nil {
+		return nil, fmt.Errorf("encode fact: %w", err)
+	}
+	return b, nil
+}
+
+// DecodeFact reverses EncodeFact exactly.
+func DecodeFact(b []byte) (*Fact, error) {
+	f := new(Fact)
+	if err := unmarshal(b, f); err != nil {
+		return nil, fmt.Errorf("decode fact: %w", err)
+	}
+	return f, nil
+}
