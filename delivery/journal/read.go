@@ -12,6 +12,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/bytedance/sonic"
 	"github.com/redis/go-redis/v9"
 
 	"github.com/wakegate/wakegate/providers/event"
@@ -268,10 +269,14 @@ func (j *Journal) Lookup(ctx context.Context, workspace, subject, source, id str
 }
 
 // Decode turns a stream entry of a shard into its event, seq set.
+//
+// It decodes with sonic in its encoding/json-compatible mode, from the
+// entry's string (no copy): every router and the health feed decode every
+// entry, and encoding/json was 6 % of a worker's CPU under bench fleet.
 func decode(shard int, m redis.XMessage) (*event.Event, error) {
 	raw, _ := m.Values["e"].(string)
 	var e event.Event
-	if err := json.Unmarshal([]byte(raw), &e); err != nil {
+	if err := sonic.ConfigStd.UnmarshalFromString(raw, &e); err != nil {
 		return nil, fmt.Errorf("journal entry %d-%s: %w", shard, m.ID, err)
 	}
 	e.Seq = FormatSeq(shard, m.ID)

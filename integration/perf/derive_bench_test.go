@@ -98,8 +98,8 @@ func BenchmarkRouteDrain(b *testing.B) {
 	wg.Wait()
 	var calls atomic.Int64
 	s.rdb.AddHook(countHook{&calls})
-	router := route.NewRouter(s.rdb, s.j, s.sessions, s.subs, s.sup, s.box, s.reg)
-	consumer := route.NewConsumer(s.rdb, s.j, router.Handle, slog.New(slog.DiscardHandler), s.reg, route.ConsumerConfig{})
+	// the stack's own router (its metrics are registered once), alone
+	consumer := route.NewConsumer(s.rdb, s.j, s.st.Router.Handle, slog.New(slog.DiscardHandler), s.reg, route.ConsumerConfig{})
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	cpu0 := cpuTime()
