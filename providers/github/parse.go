@@ -10,7 +10,8 @@ import (
 
 // unmarshal decodes payloads: sonic in its encoding/json-compatible mode,
 // about ten times faster than encoding/json on GitHub's 10–30 KB bodies
-// (the ingress hot path and the deriver both parse every delivery). It
+// (the gateway parses every delivery; the deriver those whose ingest
+// record carries no fact). It
 // validates the whole document like encoding/json does.
 //
 // sonic's Unmarshal copies the body into a string first (28 KB per parse);
@@ -26,7 +27,7 @@ func unmarshal(body []byte, v any) error {
 	return nil
 }
 
-// ErrMalformed is wrapped by every error Extract and Normalize return: the
+// ErrMalformed is wrapped by every error Parse and Normalize return: the
 // body is not JSON, or lacks what its event's mapping needs.
 var ErrMalformed = errors.New("github: malformed payload")
 

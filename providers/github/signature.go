@@ -1,9 +1,10 @@
 // Package github turns GitHub webhook deliveries into what wakegate knows
 // about them (DESIGN §3): VerifySignature checks X-Hub-Signature-256 over
-// the raw body, Extract reads the few fields the ingress hot path needs, and
-// Normalize maps a payload to a Fact — the event template and the tracker
-// input one delivery carries, before the PR tracker resolves subjects and
-// synthesizes ready / checks_failed.
+// the raw body, Normalize maps a payload to a Fact — the event template and
+// the tracker input one delivery carries, before the PR tracker resolves
+// subjects and synthesizes ready / checks_failed — and Parse is the
+// gateway's one pass: the fields it commits by (Meta) and the Fact, which
+// EncodeFact renders for the ingest record.
 //
 // Everything here is pure: no I/O, no clock, no configuration.
 package github
