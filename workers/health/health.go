@@ -47,9 +47,9 @@ type Config struct {
 	Resync time.Duration
 	// Spread spreads a periodic pass (Sweep) over up to this long: after
 	// each step — a feed round, an evaluation — it waits twice as long as
-	// the step took, so its burst of round trips takes a third of what it
-	// would and leaves the routers the CPU they need (run flat out once a
-	// minute, it held wakes back for seconds under load). Past Spread it
+	// the step took, so it runs at a third of its flat-out rate and leaves
+	// the routers the CPU they need (run flat out once a minute, it held
+	// wakes back for seconds under load). Past Spread it
 	// runs flat out. 0, the default, never waits; the worker sets half the
 	// period. Reports never wait.
 	Spread time.Duration
