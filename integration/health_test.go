@@ -119,8 +119,10 @@ func TestSupervisionHealth(t *testing.T) {
 		c.accept(t, spawn(k, "loud"), idleTurn(k+"-idle", nil))
 	}
 	loud := s.token(t, "session:loud", ws, "inbox")
-	// Stalled later: busy starts a turn and never beats.
-	c.accept(t, spawn("busy", "ghost"), ce("busy-turn", "session.turn_started", nil))
+	// Stalled later: busy starts a turn and never beats. Its controller
+	// is warden, not ghost: the stall armed in ghost's inbox would have
+	// the router schedule ghost's timer again and race the sweep's repair.
+	c.accept(t, spawn("busy", "warden"), ce("busy-turn", "session.turn_started", nil))
 	// I6: a watch "until never" on #9, which then merges; stuck later:
 	// #2 opens and nothing more happens to it.
 	watcher := s.token(t, "session:watcher", ws, "subscribe inbox")
@@ -231,8 +233,8 @@ func TestSupervisionHealth(t *testing.T) {
 	if stuck := byType(evs, "github.pull_request.stuck", ""); len(stuck) != 1 || stuck[0].ID != stuckID {
 		t.Errorf("stuck events %+v, want one %s", stuck, stuckID)
 	}
-	waitFor(t, routeTimeout, "the stall in ghost's inbox", func() (bool, string) {
-		pg := c.inbox(t, op, "party="+q("session:ghost"))
+	waitFor(t, routeTimeout, "the stall in warden's inbox", func() (bool, string) {
+		pg := c.inbox(t, op, "party="+q("session:warden"))
 		e := entry(pg.Entries, "session:busy")
 		return e != nil && e.Type == "session.stalled", describeEntries(pg.Entries)
 	})
