@@ -58,17 +58,23 @@ fuzz_targets() {
 
 mapfile -t targets < <(fuzz_targets)
 failed=()
-# Each package's fuzz binary is built once (go test -c -fuzz, a few at a
-# time) and runs each of its targets from the package's directory, as go
-# test -fuzz would (testdata/fuzz corpora, failing inputs written there,
-# the same fuzz cache): linking one test binary per target was most of
-# this part's time.
+# Each package's fuzz binary is built once (go test -c -fuzz) and runs
+# each of its targets from the package's directory, as go test -fuzz would
+# (testdata/fuzz corpora, failing inputs written there, the same fuzz
+# cache): linking one test binary per target was most of this part's time.
+# ./gateway, which imports nearly every instrumented dependency, is built
+# first and alone; the others then find those in the build cache and build
+# a few at a time. Built all at once, each compiled the shared dependencies
+# itself: on a cold cache that was 6 minutes against 4.5.
 fuzz_all() {
   local bins gocache
   bins=$(mktemp -d)
   gocache=$(go env GOCACHE)
-  printf '%s\n' "${targets[@]%% *}" | sort -u |
-    xargs -P 3 -I{} sh -c 'go test -c -fuzz=. -o "$1/$(echo "$2" | tr / _).test" "$2"' _ "$bins" {}
+  build() { go test -c -fuzz=. -o "$1/$(echo "$2" | tr / _).test" "$2"; }
+  export -f build
+  printf '%s\n' "${targets[@]%% *}" | sort -u | grep -qx ./gateway && build "$bins" ./gateway
+  printf '%s\n' "${targets[@]%% *}" | sort -u | grep -vx ./gateway |
+    xargs -P 3 -I{} bash -c 'build "$@"' _ "$bins" {}
   for entry in "${targets[@]}"; do
     pkg=${entry% *}
     target=${entry#* }
