@@ -24,6 +24,37 @@ import (
 // ("redis_us/op", INFO cpu: meaningful only on a Redis nothing else uses,
 // e.g. WAKEGATE_TEST_REDIS_URL=redis://127.0.0.1:6390/0).
 func BenchmarkApplyBatchOpened(b *testing.B) {
+	f := openedFact(b)
+	rdb, prefix := redistest.New(b)
+	j := journal.New(rdb, journal.Config{Prefix: prefix, Shards: 4})
+	tr := tracker.New(rdb, j, tracker.Config{})
+	cpu0 := redisCPU(b, rdb)
+	b.ResetTimer()
+	openPRs(b, tr, f, b.N)
+	b.StopTimer()
+	b.ReportMetric((redisCPU(b, rdb)-cpu0)*1e6/float64(b.N), "redis_us/op")
+}
+
+// BenchmarkSettleDue settles b.N PRs opened with no CI at the same time,
+// as after a burst of pull_request.opened: one SettleDue pass, each PR
+// ready once; Redis's CPU per PR as in BenchmarkApplyBatchOpened.
+func BenchmarkSettleDue(b *testing.B) {
+	f := openedFact(b)
+	rdb, prefix := redistest.New(b)
+	j := journal.New(rdb, journal.Config{Prefix: prefix, Shards: 4})
+	tr := tracker.New(rdb, j, tracker.Config{Settle: time.Second})
+	openPRs(b, tr, f, b.N)
+	cpu0 := redisCPU(b, rdb)
+	b.ResetTimer()
+	n, err := tr.SettleDue(context.Background(), time.Now().Add(time.Minute))
+	b.StopTimer()
+	if err != nil || n != b.N {
+		b.Fatalf("SettleDue = %d, %v; want %d", n, err, b.N)
+	}
+	b.ReportMetric((redisCPU(b, rdb)-cpu0)*1e6/float64(b.N), "redis_us/op")
+}
+
+func openedFact(b *testing.B) *github.Fact {
 	body, err := os.ReadFile(filepath.Join("..", "..", "..", "shared", "fixtures", "github", "octokit", "pull_request", "opened.payload.json"))
 	if err != nil {
 		b.Skipf("fixtures missing: %v", err)
@@ -32,9 +63,12 @@ func BenchmarkApplyBatchOpened(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	rdb, prefix := redistest.New(b)
-	j := journal.New(rdb, journal.Config{Prefix: prefix, Shards: 4})
-	tr := tracker.New(rdb, j, tracker.Config{})
+	return &f
+}
+
+// openPRs folds in n pull_request.opened facts about PRs 1..n, in batches
+// of 128.
+func openPRs(b *testing.B, tr *tracker.Tracker, f *github.Fact, n int) {
 	ctx := context.Background()
 	items := make([]tracker.Item, 0, 128)
 	flush := func() {
@@ -45,10 +79,8 @@ func BenchmarkApplyBatchOpened(b *testing.B) {
 		}
 		items = items[:0]
 	}
-	cpu0 := redisCPU(b, rdb)
-	b.ResetTimer()
-	for i := range b.N {
-		g := f
+	for i := range n {
+		g := *f
 		pr := *f.PR
 		pr.Number = i + 1
 		g.PR = &pr
@@ -61,8 +93,6 @@ func BenchmarkApplyBatchOpened(b *testing.B) {
 	if len(items) > 0 {
 		flush()
 	}
-	b.StopTimer()
-	b.ReportMetric((redisCPU(b, rdb)-cpu0)*1e6/float64(b.N), "redis_us/op")
 }
 
 func redisCPU(b *testing.B, rdb *redis.Client) float64 {

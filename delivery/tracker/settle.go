@@ -63,14 +63,10 @@ func (t *Tracker) settleShard(ctx context.Context, shard int, now time.Time) (in
 		if err != nil {
 			return claimed, fmt.Errorf("settle shard %d: %w", shard, err)
 		}
-		for _, m := range members {
-			ok, err := t.settleOne(ctx, shard, m, now)
-			if err != nil {
-				return claimed, err
-			}
-			if ok {
-				claimed++
-			}
+		n, err := t.settle(ctx, shard, members, now)
+		claimed += n
+		if err != nil {
+			return claimed, fmt.Errorf("settle shard %d: %w", shard, err)
 		}
 		if len(members) < settleBatch {
 			return claimed, nil
@@ -78,26 +74,68 @@ func (t *Tracker) settleShard(ctx context.Context, shard int, now time.Time) (in
 	}
 }
 
-// settleOne runs settle.lua for one member; it reports whether this call
-// claimed it.
-func (t *Tracker) settleOne(ctx context.Context, shard int, member string, now time.Time) (bool, error) {
-	parts := strings.Split(member, "\n")
-	repo := ""
-	if len(parts) == 4 {
-		repo = parts[1]
-	}
-	sc := t.scriptCtx(now)
-	res, err := t.run(ctx, settleScript, shard, repo, nil, func(req map[string][]string) ([]any, error) {
-		sc.Req = req
-		b, err := json.Marshal(sc)
-		if err != nil {
-			return nil, fmt.Errorf("encode input: %w", err)
+// settle runs settle.lua over members of one shard, in order, in one call
+// (again from a member that needed a base's required checks, with them);
+// it returns how many members this call claimed.
+func (t *Tracker) settle(ctx context.Context, shard int, members []string, now time.Time) (int, error) {
+	repos := make([]string, len(members))
+	for i, m := range members {
+		if parts := strings.Split(m, "\n"); len(parts) == 4 {
+			repos[i] = parts[1]
 		}
-		return []any{member, string(b)}, nil
-	})
-	if err != nil {
-		return false, fmt.Errorf("settle %q: %w", member, err)
 	}
-	status, _ := res[0].(string)
-	return status == "ok", nil
+	claimed, needs := 0, 0
+	for len(members) > 0 {
+		argv := append(t.j.AppendArgs(), t.j.Tag(shard), len(members))
+		inputs := map[string]string{} // per repository, once per call
+		for i, m := range members {
+			in, ok := inputs[repos[i]]
+			if !ok {
+				sc := t.scriptCtx(now)
+				sc.Req = t.required(repos[i])
+				b, err := json.Marshal(sc)
+				if err != nil {
+					return claimed, fmt.Errorf("encode input: %w", err)
+				}
+				in = string(b)
+				inputs[repos[i]] = in
+			}
+			argv = append(argv, m, in)
+		}
+		res, err := settleScript.Run(ctx, t.rdb, []string{t.j.StreamKey(shard)}, argv...).Slice()
+		if err != nil {
+			return claimed, err
+		}
+		done := 0
+		for _, r := range res {
+			reply, _ := r.([]any)
+			if len(reply) == 0 {
+				break
+			}
+			status, _ := reply[0].(string)
+			if status == "need" {
+				var bases []string
+				for _, b := range reply[1:] {
+					if s, ok := b.(string); ok {
+						bases = append(bases, s)
+					}
+				}
+				t.remember(repos[done], bases)
+				break
+			}
+			if status == "ok" {
+				claimed++
+			}
+			done++
+		}
+		if done == 0 {
+			if needs++; needs >= maxNeed {
+				return claimed, fmt.Errorf("settle %q: required checks still missing after retries", members[0])
+			}
+		} else {
+			needs = 0
+		}
+		members, repos = members[done:], repos[done:]
+	}
+	return claimed, nil
 }

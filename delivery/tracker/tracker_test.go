@@ -271,6 +271,32 @@ func TestSettleWithoutCI(t *testing.T) {
 		}
 		e.wantCount("github.pull_request.ready", 0)
 	})
+	t.Run("a burst settles in batches, learning the bases on the way", func(t *testing.T) {
+		// No check is required anywhere, but only the function knows:
+		// a settler that has not seen the repository yet gets "need"
+		// from its first member and goes on with the bases.
+		noneRequired := func(repo, base string) []string { return nil }
+		e := newEnv(t, tracker.Config{Settle: settle, Required: noneRequired})
+		const prs = 250 // one repository, one shard: more than one batch
+		for n := 1; n <= prs; n++ {
+			e.apply(e.pr("opened", n, fmt.Sprintf("%040d", n), at(0)))
+		}
+		fresh := tracker.New(e.rdb, e.j, tracker.Config{Settle: settle, Required: noneRequired})
+		if n, err := fresh.SettleDue(e.ctx, e.now.Add(settle)); err != nil || n != prs {
+			t.Fatalf("SettleDue = %d, %v; want %d", n, err, prs)
+		}
+		got := ids(e.wantCount("github.pull_request.ready", prs))
+		seen := map[string]bool{}
+		for _, id := range got {
+			seen[id] = true
+		}
+		if len(seen) != prs || !seen[fmt.Sprintf("pr/%d/ready/%040d", prs, prs)] {
+			t.Errorf("%d distinct ready ids of %d, want one per PR", len(seen), len(got))
+		}
+		if n, err := fresh.SettleDue(e.ctx, e.now.Add(2*settle)); err != nil || n != 0 {
+			t.Fatalf("second SettleDue = %d, %v; want 0", n, err)
+		}
+	})
 	t.Run("concurrent settlers claim once", func(t *testing.T) {
 		e := newEnv(t, tracker.Config{Settle: settle})
 		for n := 1; n <= 20; n++ {
