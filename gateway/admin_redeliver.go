@@ -70,7 +70,7 @@ func (s *Server) redeliverRoutes(admin *gin.RouterGroup) {
 // delivery with no hook header); 422 for one that cannot be derived.
 func (s *Server) redeliverDelivery(c *gin.Context) {
 	guid := c.Param("guid")
-	if !isToken(guid) {
+	if !event.ValidID(guid) {
 		abort(c, newProblem(http.StatusBadRequest, "malformed", "guid must be a delivery's X-GitHub-Delivery (letters, digits, '.', '_' or '-', at most 128)"))
 		return
 	}

@@ -10,6 +10,7 @@ import (
 	"github.com/gin-gonic/gin"
 
 	"github.com/wakegate/wakegate/delivery/ingest"
+	"github.com/wakegate/wakegate/providers/event"
 	"github.com/wakegate/wakegate/providers/github"
 )
 
@@ -101,7 +102,7 @@ func (s *Server) verifyDelivery(c *gin.Context, body []byte) (string, *problem) 
 	if c.GetHeader("X-GitHub-Event") == "" || c.GetHeader("X-GitHub-Delivery") == "" {
 		return "", newProblem(http.StatusBadRequest, "malformed", "X-GitHub-Event and X-GitHub-Delivery are required")
 	}
-	if !isToken(c.GetHeader("X-GitHub-Delivery")) || !isToken(c.GetHeader("X-GitHub-Event")) {
+	if !event.ValidID(c.GetHeader("X-GitHub-Delivery")) || !event.ValidID(c.GetHeader("X-GitHub-Event")) {
 		return "", newProblem(http.StatusBadRequest, "malformed", "X-GitHub-Event or X-GitHub-Delivery is not a plain token")
 	}
 	sig := c.GetHeader("X-Hub-Signature-256")
@@ -137,21 +138,6 @@ func hookScope(c *gin.Context) string {
 		}
 	}
 	return "0"
-}
-
-// isToken reports whether s matches ^[A-Za-z0-9_.-]{1,128}$ (a GUID or an
-// event name), without a regexp on every delivery.
-func isToken(s string) bool {
-	if len(s) == 0 || len(s) > 128 {
-		return false
-	}
-	for i := 0; i < len(s); i++ {
-		c := s[i]
-		if !('a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || c == '_' || c == '.' || c == '-') {
-			return false
-		}
-	}
-	return true
 }
 
 // isDigits reports whether s matches ^[0-9]{1,20}$.

@@ -10,7 +10,6 @@ package event
 import (
 	"encoding/json"
 	"fmt"
-	"regexp"
 	"strings"
 	"time"
 )
@@ -180,20 +179,49 @@ func DefaultPriority(typ string, data json.RawMessage) Priority {
 	return p
 }
 
-var (
-	partyIDRe = regexp.MustCompile(`^[A-Za-z0-9._-]{1,128}$`)
-	typeRe    = regexp.MustCompile(`^[a-z0-9_]+(\.[a-z0-9_]+)+$`)
-	wsRe      = partyIDRe
-)
+// idGrammar is what ValidID accepts, as error messages name it.
+const idGrammar = `^[A-Za-z0-9._-]{1,128}$`
 
-// ValidID reports whether s is a valid party, session or workspace id.
-func ValidID(s string) bool { return partyIDRe.MatchString(s) }
+// ValidID reports whether s is a valid party, session or workspace id:
+// it matches idGrammar (checked byte by byte, without a regexp: every
+// event and delivery checks a few).
+func ValidID(s string) bool {
+	if len(s) == 0 || len(s) > 128 {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; !('a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || c == '.' || c == '_' || c == '-') {
+			return false
+		}
+	}
+	return true
+}
 
 // ValidWorkspace reports whether s is a valid workspace name.
-func ValidWorkspace(s string) bool { return wsRe.MatchString(s) }
+func ValidWorkspace(s string) bool { return ValidID(s) }
 
-// ValidType reports whether s follows the dotted type grammar.
-func ValidType(s string) bool { return len(s) <= 128 && typeRe.MatchString(s) }
+// ValidType reports whether s follows the dotted type grammar
+// ^[a-z0-9_]+(\.[a-z0-9_]+)+$, at most 128 bytes.
+func ValidType(s string) bool {
+	if len(s) > 128 {
+		return false
+	}
+	dots, prev := 0, byte('.') // a leading dot is an empty segment
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		switch {
+		case c == '.':
+			if prev == '.' {
+				return false
+			}
+			dots++
+		case !('a' <= c && c <= 'z' || '0' <= c && c <= '9' || c == '_'):
+			return false
+		}
+		prev = c
+	}
+	return dots > 0 && prev != '.'
+}
 
 // Party is who can receive or act: session:<id> or human:<channel>.
 type Party string
@@ -202,7 +230,7 @@ type Party string
 func ParseParty(s string) (Party, error) {
 	kind, id, ok := strings.Cut(s, ":")
 	if !ok || (kind != "session" && kind != "human") || !ValidID(id) {
-		return "", fmt.Errorf("party %q: want session:<id> or human:<channel> with id matching %s", s, partyIDRe)
+		return "", fmt.Errorf("party %q: want session:<id> or human:<channel> with id matching %s", s, idGrammar)
 	}
 	return Party(s), nil
 }

@@ -1,6 +1,7 @@
 package event
 
 import (
+	"regexp"
 	"strings"
 	"testing"
 )
@@ -34,6 +35,25 @@ func FuzzParseParty(f *testing.F) {
 		}
 		if (kind == "session") != (p.Session() == id) {
 			t.Fatalf("%q.Session() = %q", p, p.Session())
+		}
+	})
+}
+
+// FuzzValidGrammar checks ValidID and ValidType, which scan bytes, against
+// the grammars they implement as regular expressions.
+func FuzzValidGrammar(f *testing.F) {
+	idRe := regexp.MustCompile(`^[A-Za-z0-9._-]{1,128}$`)
+	typeRe := regexp.MustCompile(`^[a-z0-9_]+(\.[a-z0-9_]+)+$`)
+	for _, s := range []string{"", "a", "acme", "a.b", "session.turn_ended", ".a", "a.", "a..b", "A.b", "a.b.c_1",
+		"github.pull_request.ready", strings.Repeat("x", 128), strings.Repeat("x", 129), "a.b\n", "é.b", "a b"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		if got, want := ValidID(s), idRe.MatchString(s); got != want {
+			t.Fatalf("ValidID(%q) = %v, want %v", s, got, want)
+		}
+		if got, want := ValidType(s), len(s) <= 128 && typeRe.MatchString(s); got != want {
+			t.Fatalf("ValidType(%q) = %v, want %v", s, got, want)
 		}
 	})
 }
