@@ -8,6 +8,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/redis/go-redis/v9"
 )
 
 // PRState is what the tracker knows of one pull request.
@@ -40,15 +42,38 @@ type CheckResult struct {
 	At     time.Time
 }
 
+// stateScript reads a PR's tracker, its reviews and the results at its
+// head in one round trip (the checks key needs the head the first read
+// finds). The keys share the repository's hash tag.
+//
+// KEYS[1] the PR's tracker hash, KEYS[2] its reviews hash
+// ARGV[1] the checks key without the sha: "<tag>:checks:<repo>@"
+// Returns {tracker HGETALL, reviews HGETALL, checks-at-head HGETALL}.
+var stateScript = redis.NewScript(`
+local h = redis.call('HGETALL', KEYS[1])
+local head
+for i = 1, #h, 2 do
+  if h[i] == 'head' then head = h[i + 1] end
+end
+local checks = {}
+if head and head ~= '' then checks = redis.call('HGETALL', ARGV[1] .. head) end
+return { h, redis.call('HGETALL', KEYS[2]), checks }
+`)
+
 // State reads what the tracker knows of PR number of repo: for tests and
 // the health sweep.
 func (t *Tracker) State(ctx context.Context, repo string, number int) (PRState, error) {
 	tag := t.j.Tag(t.shardOf(repo))
 	s := PRState{Repo: repo, Number: number, Checks: map[string]CheckResult{}, Reviews: map[string]string{}}
-	h, err := t.rdb.HGetAll(ctx, prKey(tag, repo, number)).Result()
+	res, err := stateScript.Run(ctx, t.rdb, []string{prKey(tag, repo, number), reviewsKey(tag, repo, number)},
+		checksKey(tag, repo, "")).Slice()
 	if err != nil {
 		return s, fmt.Errorf("state of %s#%d: %w", repo, number, err)
 	}
+	if len(res) != 3 {
+		return s, fmt.Errorf("state of %s#%d: %d replies, want 3", repo, number, len(res))
+	}
+	h := pairs(res[0])
 	_, s.Seen = h["state"]
 	s.Workspace, s.State, s.Head, s.Base = h["ws"], h["state"], h["head"], h["base"]
 	s.Author, s.Title = h["author"], h["title"]
@@ -68,27 +93,28 @@ func (t *Tracker) State(ctx context.Context, repo string, number int) (PRState, 
 	}
 	sort.Strings(s.Ready)
 	sort.Strings(s.Failed)
-	reviews, err := t.rdb.HGetAll(ctx, reviewsKey(tag, repo, number)).Result()
-	if err != nil {
-		return s, fmt.Errorf("reviews of %s#%d: %w", repo, number, err)
-	}
-	for who, v := range reviews {
+	for who, v := range pairs(res[1]) {
 		state, _, _ := strings.Cut(v, " ")
 		if state != "dismissed" {
 			s.Reviews[who] = state
 		}
 	}
-	if s.Head != "" {
-		checks, err := t.rdb.HGetAll(ctx, checksKey(tag, repo, s.Head)).Result()
-		if err != nil {
-			return s, fmt.Errorf("checks of %s@%s: %w", repo, s.Head, err)
-		}
-		for name, v := range checks {
-			r, at, _ := strings.Cut(v, " ")
-			s.Checks[name] = CheckResult{Result: r, At: msTime(at)}
-		}
+	for name, v := range pairs(res[2]) {
+		r, at, _ := strings.Cut(v, " ")
+		s.Checks[name] = CheckResult{Result: r, At: msTime(at)}
 	}
 	return s, nil
+}
+
+// pairs reads a flat HGETALL reply of a script into a map.
+func pairs(v any) map[string]string {
+	flat, _ := v.([]any)
+	m := make(map[string]string, len(flat)/2)
+	for i := 0; i+1 < len(flat); i += 2 {
+		k, _ := flat[i].(string)
+		m[k], _ = flat[i+1].(string)
+	}
+	return m
 }
 
 func msTime(s string) time.Time {

@@ -10,6 +10,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/alicebob/miniredis/v2"
+	"github.com/redis/go-redis/v9"
+
+	"github.com/wakegate/wakegate/delivery/journal"
+	"github.com/wakegate/wakegate/delivery/redistest"
 	"github.com/wakegate/wakegate/delivery/tracker"
 	"github.com/wakegate/wakegate/providers/event"
 	"github.com/wakegate/wakegate/providers/github"
@@ -764,5 +769,53 @@ func TestOpenPRKeysPersist(t *testing.T) {
 	e.apply(e.pr("synchronize", 2, sha, at(5)))
 	if a, b := ttl(prKeyForTest(e, 2)), ttl(reviews(2)); a != -1 || b != -1 {
 		t.Errorf("reopened: TTLs %v, %v; want none", a, b)
+	}
+}
+
+// TestStateInOneRoundTrip: State reads the tracker, the reviews and the
+// results at the head in one round trip (once its script is loaded), and
+// reads the same on Redis and on the embedded miniredis.
+func TestStateInOneRoundTrip(t *testing.T) {
+	e := newEnv(t, tracker.Config{})
+	e.apply(e.pr("opened", 1, shaA, at(0)))
+	e.apply(e.run(shaA, "ci", github.ResultFail, at(10), 1))
+	e.apply(e.run(shaB, "ci", github.ResultPass, at(11), 1)) // not the head
+	e.apply(e.review(1, "octocat", "changes_requested", at(20)))
+	e.apply(e.review(1, "hubot", "approved", at(21)))
+	want := e.state(1)
+	if want.Head != shaA || len(want.Checks) != 1 || want.Checks["ci"].Result != github.ResultFail ||
+		len(want.Reviews) != 2 || len(want.Failed) != 1 {
+		t.Fatalf("state %+v", want)
+	}
+	count := &redistest.RoundTrips{}
+	e.rdb.AddHook(count)
+	if _, err := e.tr.State(e.ctx, e.repo, 1); err != nil {
+		t.Fatal(err)
+	}
+	if n := count.Count(); n != 1 {
+		t.Errorf("State took %d round trips, want 1", n)
+	}
+
+	// The same keys copied onto a miniredis read the same.
+	mr := miniredis.RunT(t)
+	mrdb := redis.NewClient(&redis.Options{Addr: mr.Addr()})
+	keys, err := e.rdb.Keys(e.ctx, e.j.Config().Prefix+":*").Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, k := range keys {
+		if e.rdb.Type(e.ctx, k).Val() != "hash" {
+			continue
+		}
+		if err := mrdb.HSet(e.ctx, k, e.rdb.HGetAll(e.ctx, k).Val()).Err(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	got, err := tracker.New(mrdb, journal.New(mrdb, e.j.Config()), tracker.Config{}).State(e.ctx, e.repo, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("miniredis state\n%+v\nwant\n%+v", got, want)
 	}
 }
