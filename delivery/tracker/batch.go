@@ -122,13 +122,7 @@ func (t *Tracker) runBatch(ctx context.Context, shard int, facts []batchFact, er
 				break
 			}
 			if status, _ := reply[0].(string); status == "need" {
-				var bases []string
-				for _, b := range reply[1:] {
-					if s, ok := b.(string); ok {
-						bases = append(bases, s)
-					}
-				}
-				t.remember(facts[done].repo, bases)
+				t.rememberNeed(facts[done].repo, reply)
 				need = true
 				break
 			}

@@ -114,13 +114,7 @@ func (t *Tracker) settle(ctx context.Context, shard int, members []string, now t
 			}
 			status, _ := reply[0].(string)
 			if status == "need" {
-				var bases []string
-				for _, b := range reply[1:] {
-					if s, ok := b.(string); ok {
-						bases = append(bases, s)
-					}
-				}
-				t.remember(repos[done], bases)
+				t.rememberNeed(repos[done], reply)
 				break
 			}
 			if status == "ok" {

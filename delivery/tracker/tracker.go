@@ -380,15 +380,21 @@ func (t *Tracker) run(ctx context.Context, s *redis.Script, shard int, repo stri
 		if status, _ := res[0].(string); status != "need" {
 			return res, nil
 		}
-		var need []string
-		for _, b := range res[1:] {
-			if s, ok := b.(string); ok {
-				need = append(need, s)
-			}
-		}
-		t.remember(repo, need)
+		t.rememberNeed(repo, res)
 	}
 	return nil, errors.New("required checks still missing after retries")
+}
+
+// rememberNeed remembers the bases a script's {"need", base...} reply
+// names, so the next call passes their required checks.
+func (t *Tracker) rememberNeed(repo string, reply []any) {
+	var bases []string
+	for _, b := range reply[1:] {
+		if s, ok := b.(string); ok {
+			bases = append(bases, s)
+		}
+	}
+	t.remember(repo, bases)
 }
 
 // maxRemembered bounds the memo of base branches (it is only a hint:
