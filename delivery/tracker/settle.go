@@ -12,7 +12,7 @@ import (
 )
 
 // settleBatch bounds how many due members one pass reads per shard at a
-// time.
+// time, and settles in one script call (a few milliseconds of Redis).
 const settleBatch = 100
 
 // settleTick is how often RunSettler looks for due members.
