@@ -1,6 +1,7 @@
 package tracker_test
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -818,4 +819,23 @@ func TestStateInOneRoundTrip(t *testing.T) {
 	if !reflect.DeepEqual(got, want) {
 		t.Errorf("miniredis state\n%+v\nwant\n%+v", got, want)
 	}
+}
+
+// TestSettleOnMiniredis: the batched settle script also runs on the
+// embedded miniredis that wakegate serve uses by default.
+func TestSettleOnMiniredis(t *testing.T) {
+	mr := miniredis.RunT(t)
+	rdb := redis.NewClient(&redis.Options{Addr: mr.Addr()})
+	j := journal.New(rdb, journal.Config{Prefix: "wg", Shards: 4})
+	e := &env{t: t, ctx: context.Background(), rdb: rdb, j: j, ws: "acme", repo: "org/repo", now: time.Now().Truncate(time.Millisecond),
+		cfg: tracker.Config{Settle: time.Minute, Required: func(repo, base string) []string { return nil }}}
+	e.tr = tracker.New(rdb, j, e.cfg)
+	for n := 1; n <= 3; n++ {
+		e.apply(e.pr("opened", n, fmt.Sprintf("%040d", n), at(0)))
+	}
+	fresh := tracker.New(rdb, j, e.cfg) // learns the base from the script's "need"
+	if n, err := fresh.SettleDue(e.ctx, e.now.Add(time.Minute)); err != nil || n != 3 {
+		t.Fatalf("SettleDue = %d, %v; want 3", n, err)
+	}
+	e.wantCount("github.pull_request.ready", 3)
 }
