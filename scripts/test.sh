@@ -72,9 +72,13 @@ fuzz_all() {
   gocache=$(go env GOCACHE)
   build() { go test -c -fuzz=. -o "$1/$(echo "$2" | tr / _).test" "$2"; }
   export -f build
-  printf '%s\n' "${targets[@]%% *}" | sort -u | grep -qx ./gateway && build "$bins" ./gateway
-  printf '%s\n' "${targets[@]%% *}" | sort -u | grep -vx ./gateway |
-    xargs -P 3 -I{} bash -c 'build "$@"' _ "$bins" {}
+  local pkg rest=()
+  for pkg in $(printf '%s\n' "${targets[@]%% *}" | sort -u); do
+    if [[ $pkg == ./gateway ]]; then build "$bins" "$pkg"; else rest+=("$pkg"); fi
+  done
+  if ((${#rest[@]})); then
+    printf '%s\n' "${rest[@]}" | xargs -P 3 -I{} bash -c 'build "$@"' _ "$bins" {}
+  fi
   for entry in "${targets[@]}"; do
     pkg=${entry% *}
     target=${entry#* }
