@@ -40,7 +40,7 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	fs.BoolVar(&o.Scale, "scale", false, "run the scenario with 1 and 2 gateways × 1 and 2 workers, side by side")
 	fs.StringVar(&o.RedisURL, "redis-url", "", "Redis to run on, under a fresh key prefix deleted at the end (default: start a private redis-server with AOF everysec)")
 	fs.StringVar(&o.Binary, "binary", "", "wakegate binary to start (default: this one)")
-	fs.StringVar(&o.ProfileDir, "profile", "", "write a CPU profile of every wakegate process into this directory (go tool pprof -top <binary> <file>)")
+	fs.StringVar(&o.ProfileDir, "profile", "", "write a CPU profile of every wakegate process and of the load generator (bench.pprof) into this directory (go tool pprof -top <binary> <file>)")
 	fs.IntVar(&o.Sessions, "sessions", 0, "simulated agent sessions (default: the scenario's)")
 	fs.IntVar(&o.PRs, "prs", 0, "simulated pull requests (default: the scenario's)")
 	fs.IntVar(&o.Supervisors, "supervisors", 0, "simulated supervisors long-polling their inboxes (default: the scenario's)")

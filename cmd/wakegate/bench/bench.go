@@ -13,6 +13,8 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
+	"runtime/pprof"
 	"sort"
 	"strings"
 	"time"
@@ -29,7 +31,8 @@ type Options struct {
 	Workers  int
 	RedisURL string // "" → a private redis-server (AOF everysec)
 	Binary   string // the wakegate binary to start (default: this one)
-	// ProfileDir, when set, receives a CPU profile of every process.
+	// ProfileDir, when set, receives a CPU profile of every process, the
+	// load generator's own included (bench.pprof).
 	ProfileDir string
 	// Scale runs the scenario with 1 and 2 gateways and 1 and 2 workers.
 	Scale bool
@@ -91,6 +94,15 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 		if err := os.MkdirAll(o.ProfileDir, 0o755); err != nil {
 			return nil, err
 		}
+		f, err := os.Create(filepath.Join(o.ProfileDir, "bench.pprof"))
+		if err != nil {
+			return nil, err
+		}
+		defer f.Close()
+		if err := pprof.StartCPUProfile(f); err != nil {
+			return nil, fmt.Errorf("profile the load generator: %w", err)
+		}
+		defer pprof.StopCPUProfile()
 	}
 	if o.Scale {
 		return runScaling(ctx, o, sc)
