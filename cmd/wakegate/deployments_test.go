@@ -39,6 +39,7 @@ import (
 	dto "github.com/prometheus/client_model/go"
 	"github.com/redis/go-redis/v9"
 
+	"github.com/wakegate/wakegate/cmd/wakegate/bench"
 	"github.com/wakegate/wakegate/cmd/wakegate/stack"
 	"github.com/wakegate/wakegate/providers/github/app"
 	"github.com/wakegate/wakegate/providers/github/app/apptest"
@@ -622,6 +623,13 @@ func TestComposeFile(t *testing.T) {
 	for _, want := range []string{"appendonly yes", "appendfsync everysec", "maxmemory-policy noeviction"} {
 		if !regexp.MustCompile(`(?m)^` + want + `\s*$`).Match(conf) {
 			t.Errorf("redis.conf: no %q", want)
+		}
+	}
+	// wakegate bench's private Redis runs with the same AOF settings.
+	for i := 0; i+1 < len(bench.RedisAOF); i += 2 {
+		want := strings.TrimPrefix(bench.RedisAOF[i], "--") + " " + bench.RedisAOF[i+1]
+		if !regexp.MustCompile(`(?m)^` + regexp.QuoteMeta(want) + `\s*$`).Match(conf) {
+			t.Errorf("redis.conf: no %q, which wakegate bench's private Redis runs with", want)
 		}
 	}
 	checkShardsAlert(t, "compose.yaml", shards)

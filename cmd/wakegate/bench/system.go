@@ -230,8 +230,15 @@ func waitReady(ctx context.Context, p *proc, url string, within time.Duration) e
 	}
 }
 
+// RedisAOF are the AOF settings of the private redis-server, those of
+// deployments/redis.conf (cmd/wakegate/deployments_test.go holds them
+// equal): fsync every second, and a rewrite once the AOF has doubled and
+// is at least 1 GB.
+var RedisAOF = []string{"--appendonly", "yes", "--appendfsync", "everysec",
+	"--auto-aof-rewrite-percentage", "100", "--auto-aof-rewrite-min-size", "1gb"}
+
 // startRedis runs a private redis-server on a free loopback port with
-// AOF everysec, as production runs it.
+// the AOF settings production runs (RedisAOF).
 func (s *System) startRedis(ctx context.Context) error {
 	if _, err := exec.LookPath("redis-server"); err != nil {
 		return errors.New("no redis-server on PATH: install it or pass --redis-url")
@@ -245,8 +252,8 @@ func (s *System) startRedis(ctx context.Context) error {
 		return err
 	}
 	p := &proc{name: "redis", role: "redis", log: filepath.Join(s.cfg.Dir, "redis.log"), addr: "127.0.0.1:" + strconv.Itoa(port),
-		args: []string{"--port", strconv.Itoa(port), "--bind", "127.0.0.1", "--dir", dir, "--save", "",
-			"--appendonly", "yes", "--appendfsync", "everysec", "--protected-mode", "no"}}
+		args: append([]string{"--port", strconv.Itoa(port), "--bind", "127.0.0.1", "--dir", dir, "--save", "",
+			"--protected-mode", "no"}, RedisAOF...)}
 	if err := s.launch(p); err != nil {
 		return err
 	}
