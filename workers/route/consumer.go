@@ -133,20 +133,24 @@ return 1
 
 // advanceScript moves a shard's cursor, fenced by the lease (a worker that
 // lost its lease, paused past the TTL, cannot move the new holder's
-// cursor), after appending the batch's delivery ledger entries.
+// cursor), after appending the batch's delivery ledger entries; and reads
+// the next batch, so that a shard with a backlog costs no round trip of
+// its own to read.
 //
-// KEYS[1] lease, KEYS[2] cursor, KEYS[3] ledger; ARGV[1] "owner:epoch",
-// ARGV[2] stream id, ARGV[3] the ledger's MAXLEN (~), ARGV[4..] the
-// entries, 12 field values each.
-// Returns 1 when advanced, 0 (nothing written) when the lease is no longer
-// this holder's.
+// KEYS[1] lease, KEYS[2] cursor, KEYS[3] ledger, KEYS[4] the shard's
+// journal stream; ARGV[1] "owner:epoch", ARGV[2] stream id, ARGV[3] the
+// ledger's MAXLEN (~), ARGV[4] the next batch's most entries, ARGV[5..]
+// the ledger entries, 12 field values each.
+// Returns {1, entries after ARGV[2] (XRANGE's reply, at most ARGV[4])}
+// when advanced, {0} (nothing written) when the lease is no longer this
+// holder's.
 var advanceScript = redis.NewScript(`
-if redis.call('GET', KEYS[1]) ~= ARGV[1] then return 0 end
-for i = 4, #ARGV, 12 do
+if redis.call('GET', KEYS[1]) ~= ARGV[1] then return {0} end
+for i = 5, #ARGV, 12 do
   redis.call('XADD', KEYS[3], 'MAXLEN', '~', ARGV[3], '*', unpack(ARGV, i, i + 11))
 end
 redis.call('SET', KEYS[2], ARGV[2])
-return 1
+return {1, redis.call('XRANGE', KEYS[4], '(' .. ARGV[2], '+', 'COUNT', ARGV[4])}
 `)
 
 // Run takes and works shards until ctx is cancelled, then releases them.
@@ -276,32 +280,35 @@ func (c *Consumer) work(ctx context.Context, shard int, lease string) {
 		return
 	}
 	backoff := 50 * time.Millisecond
+	var msgs []redis.XMessage // the next batch, when the last advance read it
 	for ctx.Err() == nil {
-		res, err := c.rdb.XRead(ctx, &redis.XReadArgs{Streams: []string{c.j.StreamKey(shard), cursor},
-			Count: c.cfg.Batch, Block: c.cfg.LeaseTTL / 5}).Result()
-		if errors.Is(err, redis.Nil) {
-			continue
-		}
-		if err != nil {
-			if ctx.Err() == nil {
-				c.log.Warn("read journal shard", "shard", shard, "err", err)
-				sleep(ctx, backoff)
-				backoff = min(2*backoff, 5*time.Second)
+		if len(msgs) == 0 {
+			res, err := c.rdb.XRead(ctx, &redis.XReadArgs{Streams: []string{c.j.StreamKey(shard), cursor},
+				Count: c.cfg.Batch, Block: c.cfg.LeaseTTL / 5}).Result()
+			if errors.Is(err, redis.Nil) {
+				continue
 			}
-			continue
+			if err != nil {
+				if ctx.Err() == nil {
+					c.log.Warn("read journal shard", "shard", shard, "err", err)
+					sleep(ctx, backoff)
+					backoff = min(2*backoff, 5*time.Second)
+				}
+				continue
+			}
+			backoff = 50 * time.Millisecond
+			msgs = res[0].Messages
 		}
-		backoff = 50 * time.Millisecond
-		msgs := res[0].Messages
 		ledger, ok := c.processBatch(ctx, shard, msgs)
 		if !ok {
 			return
 		}
 		done := msgs[len(msgs)-1].ID
 		// One fenced cursor move per batch, in one round trip with the
-		// batch's ledger entries: a crash before it re-routes the batch,
-		// which changes nothing (routing is idempotent; the ledger is read
-		// as a set).
-		ok, err = c.advance(ctx, shard, lease, done, ledger)
+		// batch's ledger entries and the read of the next batch: a crash
+		// before it re-routes the batch, which changes nothing (routing is
+		// idempotent; the ledger is read as a set).
+		next, ok, err := c.advance(ctx, shard, lease, done, ledger)
 		if err != nil {
 			return // whoever resumes routes the batch again
 		}
@@ -309,14 +316,15 @@ func (c *Consumer) work(ctx context.Context, shard int, lease string) {
 			c.log.Warn("shard lease lost while routing", "shard", shard, "lease", lease)
 			return
 		}
-		cursor = done
+		cursor, msgs = done, next
 	}
 }
 
 // advance appends a batch's ledger entries and moves the shard's cursor
-// past the batch, fenced by the lease, in one script call; it reports
+// past the batch, fenced by the lease, in one script call that also reads
+// the next batch (empty when the shard has nothing more yet); it reports
 // whether the lease was still this holder's.
-func (c *Consumer) advance(ctx context.Context, shard int, lease, done string, ledger [][]any) (bool, error) {
+func (c *Consumer) advance(ctx context.Context, shard int, lease, done string, ledger [][]any) ([]redis.XMessage, bool, error) {
 	if n := len(ledger) - maxLedgerArgs; n > 0 {
 		// A large batch (a fan-out): the entries beyond what one script
 		// call takes are appended first, pipelined; a crash before the
@@ -327,17 +335,58 @@ func (c *Consumer) advance(ctx context.Context, shard int, lease, done string, l
 			p.XAdd(ctx, &redis.XAddArgs{Stream: LedgerKey(c.j, shard), MaxLen: LedgerLen, Approx: true, Values: values})
 		}
 		if _, err := p.Exec(ctx); err != nil {
-			return false, err
+			return nil, false, err
 		}
 		ledger = ledger[n:]
 	}
-	args := make([]any, 0, 3+12*len(ledger))
-	args = append(args, lease, done, LedgerLen)
+	args := make([]any, 0, 4+12*len(ledger))
+	args = append(args, lease, done, LedgerLen, c.cfg.Batch)
 	for _, values := range ledger {
 		args = append(args, values...)
 	}
-	n, err := advanceScript.Run(ctx, c.rdb, []string{c.leaseKey(shard), c.cursorKey(shard), LedgerKey(c.j, shard)}, args...).Int()
-	return n == 1, err
+	res, err := advanceScript.Run(ctx, c.rdb, []string{c.leaseKey(shard), c.cursorKey(shard), LedgerKey(c.j, shard), c.j.StreamKey(shard)}, args...).Slice()
+	if err != nil {
+		return nil, false, err
+	}
+	if held, _ := res[0].(int64); held != 1 {
+		return nil, false, nil
+	}
+	if len(res) != 2 {
+		return nil, false, fmt.Errorf("advance shard %d: script answered %v", shard, res)
+	}
+	next, err := xMessages(res[1])
+	if err != nil {
+		return nil, false, fmt.Errorf("advance shard %d: %w", shard, err)
+	}
+	return next, true, nil
+}
+
+// xMessages reads an XRANGE reply a script returned: {{id, {field, value,
+// …}}, …}.
+func xMessages(reply any) ([]redis.XMessage, error) {
+	entries, ok := reply.([]any)
+	if !ok {
+		return nil, fmt.Errorf("entries: unexpected reply %T", reply)
+	}
+	out := make([]redis.XMessage, 0, len(entries))
+	for _, entry := range entries {
+		pair, ok := entry.([]any)
+		if !ok || len(pair) != 2 {
+			return nil, fmt.Errorf("entry: unexpected reply %v", entry)
+		}
+		id, _ := pair[0].(string)
+		fields, _ := pair[1].([]any)
+		if id == "" || len(fields)%2 != 0 {
+			return nil, fmt.Errorf("entry: unexpected reply %v", entry)
+		}
+		values := make(map[string]any, len(fields)/2)
+		for i := 0; i < len(fields); i += 2 {
+			k, _ := fields[i].(string)
+			values[k] = fields[i+1]
+		}
+		out = append(out, redis.XMessage{ID: id, Values: values})
+	}
+	return out, nil
 }
 
 // maxLedgerArgs bounds the ledger entries one advance script call appends.

@@ -6,10 +6,12 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"reflect"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/alicebob/miniredis/v2"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/redis/go-redis/v9"
 
@@ -133,7 +135,7 @@ func TestExpiredLeaseOfADeadWorkerIsTakenOver(t *testing.T) {
 	}
 	// The dead worker, had it woken up, can no longer move the cursor.
 	ledger := [][]any{{"seq", "0-9-9", "source", "s", "id", "x", "to", "human:a", "inbox_seq", 1, "via", "controller"}}
-	ok, err := c.advance(context.Background(), 0, "w-dead:7", "9-9", ledger)
+	_, ok, err := c.advance(context.Background(), 0, "w-dead:7", "9-9", ledger)
 	if err != nil || ok {
 		t.Fatalf("a stale holder advanced the cursor: %v %v", ok, err)
 	}
@@ -146,7 +148,7 @@ func TestExpiredLeaseOfADeadWorkerIsTakenOver(t *testing.T) {
 	for i := range big {
 		big[i] = []any{"seq", "0-9-9", "source", "s", "id", "x", "to", fmt.Sprintf("human:r%d", i), "inbox_seq", 1, "via", "subscription"}
 	}
-	if ok, err := c.advance(context.Background(), 0, c.owner+":8", "9-9", big); err != nil || !ok {
+	if _, ok, err := c.advance(context.Background(), 0, c.owner+":8", "9-9", big); err != nil || !ok {
 		t.Fatalf("the holder could not advance: %v %v", ok, err)
 	}
 	if n := rdb.XLen(context.Background(), LedgerKey(j, 0)).Val(); n != int64(len(big)) {
@@ -154,6 +156,47 @@ func TestExpiredLeaseOfADeadWorkerIsTakenOver(t *testing.T) {
 	}
 	if v := rdb.Get(context.Background(), c.cursorKey(0)).Val(); v != "9-9" {
 		t.Fatalf("cursor %q, want 9-9", v)
+	}
+}
+
+// TestAdvanceReadsTheNextBatch: moving the cursor answers the entries
+// after it (at most Batch), as XRANGE reads them, on Redis and on the
+// embedded Redis serve runs by default.
+func TestAdvanceReadsTheNextBatch(t *testing.T) {
+	mr := miniredis.RunT(t)
+	real, prefix := redistest.New(t)
+	for name, rdb := range map[string]redis.UniversalClient{"redis": real, "miniredis": redis.NewClient(&redis.Options{Addr: mr.Addr()})} {
+		t.Run(name, func(t *testing.T) {
+			ctx := context.Background()
+			j := journal.New(rdb, journal.Config{Prefix: prefix, Shards: 1})
+			c := NewConsumer(rdb, j, newRecorder().handle, quiet(), prometheus.NewRegistry(), ConsumerConfig{Batch: 2})
+			lease := c.owner + ":1"
+			rdb.Set(ctx, c.leaseKey(0), lease, time.Minute)
+			appendEvents(t, j, 5)
+			all, err := rdb.XRange(ctx, j.StreamKey(0), "-", "+").Result()
+			if err != nil || len(all) != 5 {
+				t.Fatalf("journal: %d entries, %v", len(all), err)
+			}
+			for i, want := range [][]redis.XMessage{all[1:3], all[3:5], {}} {
+				done := all[2*i].ID // the batch routed last ended here
+				ledger := [][]any{{"seq", "0-" + done, "source", "//t", "id", "x", "to", "human:a", "inbox_seq", 1, "via", "controller"}}
+				next, ok, err := c.advance(ctx, 0, lease, done, ledger)
+				if err != nil || !ok {
+					t.Fatalf("advance past %s: %v %v", done, ok, err)
+				}
+				if !reflect.DeepEqual(next, want) && (len(next) != 0 || len(want) != 0) {
+					t.Fatalf("advance past %s read %v, want %v", done, next, want)
+				}
+				for _, m := range next {
+					if _, err := journal.Decode(0, m); err != nil {
+						t.Fatalf("entry %s read by advance: %v", m.ID, err)
+					}
+				}
+				if v := rdb.Get(ctx, c.cursorKey(0)).Val(); v != done {
+					t.Fatalf("cursor %q, want %s", v, done)
+				}
+			}
+		})
 	}
 }
 
