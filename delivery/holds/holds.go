@@ -24,6 +24,7 @@
 package holds
 
 import (
+	"bytes"
 	"context"
 	_ "embed"
 	"encoding/json"
@@ -58,8 +59,13 @@ var (
 	//go:embed drain.lua
 	drainLua string
 
-	decideScript = redis.NewScript(decideLua)
-	drainScript  = redis.NewScript(drainLua)
+	// decideFuncLua defines holds_decide(KEYS, ARGV): decide.lua as a
+	// function.
+	decideFuncLua = "local function holds_decide(KEYS, ARGV)\n" + decideLua + "\nend\n"
+
+	decideScript        = redis.NewScript(decideFuncLua + "return holds_decide(KEYS, ARGV)\n")
+	deliverDecideScript = redis.NewScript(inbox.DeliverFuncLua + decideFuncLua + deliverDecideLua)
+	drainScript         = redis.NewScript(drainLua)
 )
 
 // ErrInvalid wraps the error of a call with bad input; nothing was written.
@@ -329,12 +335,12 @@ type Decision struct {
 // Item is one held wake, as a digest lists it.
 type Item struct {
 	Seq      int64           `json:"seq"`
+	Kind     string          `json:"kind"` // right after seq: see itemTail
 	ID       string          `json:"id"`
 	Type     string          `json:"type"`
 	Subject  string          `json:"subject"`
 	Summary  string          `json:"summary,omitempty"`
 	Priority event.Priority  `json:"priority"`
-	Kind     string          `json:"kind"`
 	At       time.Time       `json:"at"`
 	Merged   bool            `json:"merged,omitempty"`
 	Event    json.RawMessage `json:"event"`
@@ -366,13 +372,101 @@ func (s *Store) Decide(ctx context.Context, r Request) (Decision, error) {
 	if !r.Result.Wake || r.Result.Seq <= 0 {
 		return Decision{}, nil
 	}
+	keys, a, err := s.prepare(ctx, r)
+	if err != nil {
+		return Decision{}, err
+	}
+	item, err := json.Marshal(itemOf(r.Event, r.Result, r.Now))
+	if err != nil {
+		return Decision{}, err
+	}
+	out, err := decideScript.Run(ctx, s.rdb, keys, r.Result.Seq, a.reason, a.now, a.per, a.burst, string(item), a.ttl, a.due).Text()
+	if err != nil {
+		return Decision{}, fmt.Errorf("holds decision for %s: %w", r.Party, err)
+	}
+	return s.decision(ctx, r, out)
+}
+
+// deliverDecideLua delivers into one recipient's inbox and, when the
+// update decides a wake, takes the holds decision in the same call: one
+// round trip where Deliver then Decide take two.
+//
+// KEYS[1..6], ARGV[1..3] = deliver.lua's (inbox.DeliveryCall)
+// KEYS[7..10]            = decide.lua's KEYS[1..4]
+// ARGV[4..10]            = decide.lua's ARGV[2..8], but ARGV[8] (its
+//
+//	ARGV[6], the held item) is the item's JSON after
+//	its seq and kind without the opening brace
+//	(itemTail): the delivery decides those two
+//
+// Returns deliver.lua's reply, and when it decided a wake decide.lua's
+// outcome appended as a seventh value.
+const deliverDecideLua = `
+local r = inbox_deliver(KEYS, ARGV)
+if r[4] == 1 then
+  local seq = string.format('%d', r[1])
+  local item = '{"seq":' .. seq .. ',"kind":"' .. r[5] .. '",' .. ARGV[8]
+  r[7] = holds_decide({ KEYS[7], KEYS[8], KEYS[9], KEYS[10] },
+    { seq, ARGV[4], ARGV[5], ARGV[6], ARGV[7], item, ARGV[9], ARGV[10] })
+end
+return r
+`
+
+// DeliverAndDecide is box.Deliver(ctx, d, r.Now) and, when that decides a
+// wake, Decide for it (r.Result is the delivery's), in one script call.
+func (s *Store) DeliverAndDecide(ctx context.Context, box *inbox.Inbox, d inbox.Delivery, r Request) (inbox.Result, Decision, error) {
+	if err := checkRecipient(r.Workspace, r.Party); err != nil {
+		return inbox.Result{}, Decision{}, err
+	}
+	dkeys, dargs, err := box.DeliveryCall(d, r.Now)
+	if err != nil {
+		return inbox.Result{}, Decision{}, err
+	}
+	hkeys, a, err := s.prepare(ctx, r)
+	if err != nil {
+		return inbox.Result{}, Decision{}, err
+	}
+	tail, err := itemTail(r.Event, r.Now)
+	if err != nil {
+		return inbox.Result{}, Decision{}, err
+	}
+	res, err := deliverDecideScript.Run(ctx, s.rdb, append(dkeys, hkeys...),
+		append(dargs, a.reason, a.now, a.per, a.burst, tail, a.ttl, a.due)...).Slice()
+	if err != nil {
+		return inbox.Result{}, Decision{}, fmt.Errorf("deliver %s to %s: %w", d.Event.ID, d.Party, err)
+	}
+	got, err := inbox.ParseDelivery(res)
+	if err != nil || !got.Wake {
+		return got, Decision{}, err
+	}
+	out, _ := res[len(res)-1].(string)
+	if len(res) != 7 || out == "" {
+		return got, Decision{}, fmt.Errorf("holds decision for %s: script answered %v", r.Party, res)
+	}
+	r.Result = got
+	dec, err := s.decision(ctx, r, out)
+	return got, dec, err
+}
+
+// decideArgs are decide.lua's arguments other than the seq and the item.
+type decideArgs struct {
+	reason          string
+	now, per, burst int64
+	ttl, due        int64
+}
+
+// prepare decides what the script does not: quiet (unless a waiter
+// delivery), quiet hours and PAUSED (the reason, "" for none, and a due
+// it knows), and the rate; it returns decide.lua's KEYS and the rest of
+// its arguments.
+func (s *Store) prepare(ctx context.Context, r Request) ([]string, decideArgs, error) {
 	reason := ""
 	if !r.Waiter {
 		q := r.Quiet != nil && *r.Quiet
 		if r.Quiet == nil {
 			var err error
 			if q, err = s.IsQuiet(ctx, r.Workspace, r.Party, r.Now); err != nil {
-				return Decision{}, err
+				return nil, decideArgs{}, err
 			}
 		}
 		if q {
@@ -395,24 +489,21 @@ func (s *Store) Decide(ctx context.Context, r Request) (Decision, error) {
 	if burst <= 0 {
 		burst = 3
 	}
-	item, err := json.Marshal(itemOf(r.Event, r.Result, r.Now))
-	if err != nil {
-		return Decision{}, err
-	}
 	list := reason
 	if list == "" {
 		list = ReasonRate
 	}
-	dueMS := int64(0)
+	a := decideArgs{reason: reason, now: r.Now.UnixMilli(), per: per.Milliseconds(), burst: int64(burst), ttl: int64(decisionTTL / time.Second)}
 	if !due.IsZero() {
-		dueMS = due.UnixMilli()
+		a.due = due.UnixMilli()
 	}
-	out, err := decideScript.Run(ctx, s.rdb, []string{s.rkey(r.Workspace, r.Party, "hold:dec"),
-		s.rkey(r.Workspace, r.Party, "hold:rate"), s.rkey(r.Workspace, r.Party, "hold:q:"+list), s.rkey(r.Workspace, r.Party, "hold:due")},
-		r.Result.Seq, reason, r.Now.UnixMilli(), per.Milliseconds(), burst, string(item), int64(decisionTTL/time.Second), dueMS).Text()
-	if err != nil {
-		return Decision{}, fmt.Errorf("holds decision for %s: %w", r.Party, err)
-	}
+	keys := []string{s.rkey(r.Workspace, r.Party, "hold:dec"), s.rkey(r.Workspace, r.Party, "hold:rate"),
+		s.rkey(r.Workspace, r.Party, "hold:q:"+list), s.rkey(r.Workspace, r.Party, "hold:due")}
+	return keys, a, nil
+}
+
+// decision reads decide.lua's outcome.
+func (s *Store) decision(ctx context.Context, r Request, out string) (Decision, error) {
 	switch {
 	case out == "push":
 		return Decision{Push: true}, nil
@@ -454,6 +545,21 @@ func itemOf(e *event.Event, res inbox.Result, now time.Time) Item {
 	ev, _ := json.Marshal(e)
 	return Item{Seq: res.Seq, ID: e.ID, Type: e.Type, Subject: e.Subject, Summary: e.Summary, Priority: p,
 		Kind: res.Kind, At: now.UTC(), Merged: d.Merged, Event: ev}
+}
+
+// itemTail is the JSON of e's held item after its seq and kind, without
+// the opening brace: deliverDecideLua prepends the two, which the
+// delivery decides (Item lists them first).
+func itemTail(e *event.Event, now time.Time) (string, error) {
+	b, err := json.Marshal(itemOf(e, inbox.Result{}, now))
+	if err != nil {
+		return "", err
+	}
+	const head = `{"seq":0,"kind":"",`
+	if !bytes.HasPrefix(b, []byte(head)) {
+		return "", fmt.Errorf("held item of %s: encoded as %.40s…", e.ID, b) // Item's first fields moved
+	}
+	return string(b[len(head):]), nil
 }
 
 // Batch is what one release took for a digest.

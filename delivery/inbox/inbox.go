@@ -62,7 +62,13 @@ var (
 	//go:embed ack.lua
 	ackLua string
 
-	deliverScript = redis.NewScript(inboxLua + deliverLua)
+	// DeliverFuncLua defines inbox_deliver(KEYS, ARGV): deliver.lua as a
+	// function, for a script that delivers and then goes on in the same
+	// atomic step (package holds: the holds decision); DeliveryCall gives
+	// its KEYS and ARGV, ParseDelivery reads its reply.
+	DeliverFuncLua = inboxLua + "local function inbox_deliver(KEYS, ARGV)\n" + deliverLua + "\nend\n"
+
+	deliverScript = redis.NewScript(DeliverFuncLua + "return inbox_deliver(KEYS, ARGV)\n")
 	listScript    = redis.NewScript(inboxLua + listLua)
 	ackScript     = redis.NewScript(inboxLua + ackLua)
 )
@@ -425,27 +431,41 @@ func CoalesceKey(e *event.Event) string {
 // NotifyChannel. Bad input returns an error wrapping ErrInvalid and writes
 // nothing; the script is one atomic step, so nothing ever half-applies.
 func (b *Inbox) Deliver(ctx context.Context, d Delivery, now time.Time) (Result, error) {
-	u, body, settings, err := b.prepare(d, now)
+	keys, args, err := b.DeliveryCall(d, now)
 	if err != nil {
 		return Result{}, err
 	}
+	res, err := deliverScript.Run(ctx, b.rdb, keys, args...).Slice()
+	if err != nil {
+		return Result{}, fmt.Errorf("deliver %s to %s: %w", d.Event.ID, d.Party, err)
+	}
+	return ParseDelivery(res)
+}
+
+// DeliveryCall returns the KEYS and ARGV of deliver.lua for d (six keys,
+// three arguments), for a script that runs inbox_deliver (DeliverFuncLua)
+// with them first. Its errors are Deliver's.
+func (b *Inbox) DeliveryCall(d Delivery, now time.Time) ([]string, []any, error) {
+	u, body, settings, err := b.prepare(d, now)
+	if err != nil {
+		return nil, nil, err
+	}
 	arg, err := json.Marshal(u)
 	if err != nil {
-		return Result{}, fmt.Errorf("encode delivery of %s: %w", u.ID, err)
+		return nil, nil, fmt.Errorf("encode delivery of %s: %w", u.ID, err)
 	}
 	k := b.keysOf(d.Workspace, d.Party)
 	marker := k.marker(d.Event.Source, d.Event.ID)
 	if d.Escalation != nil {
 		marker = k.escalatedMarker(d.Event.Source, d.Event.ID)
 	}
-	res, err := deliverScript.Run(ctx, b.rdb,
-		[]string{k.last, k.entries, k.unacked, k.wakes, marker, k.esc},
-		arg, body, settings).Slice()
-	if err != nil {
-		return Result{}, fmt.Errorf("deliver %s to %s: %w", u.ID, d.Party, err)
-	}
-	if len(res) != 6 {
-		return Result{}, fmt.Errorf("deliver %s to %s: script answered %v", u.ID, d.Party, res)
+	return []string{k.last, k.entries, k.unacked, k.wakes, marker, k.esc}, []any{arg, body, settings}, nil
+}
+
+// ParseDelivery reads the reply of inbox_deliver: its first six values.
+func ParseDelivery(res []any) (Result, error) {
+	if len(res) < 6 {
+		return Result{}, fmt.Errorf("deliver: script answered %v", res)
 	}
 	seq, _ := res[0].(int64)
 	dup, _ := res[1].(int64)

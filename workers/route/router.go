@@ -67,7 +67,7 @@ func (r *Router) WithEscalation(e escalator) *Router {
 type holder interface {
 	Lookup(ctx context.Context, workspace string, parties []string, now time.Time) (map[string]holds.State, error)
 	QueueLookup(ctx context.Context, p redis.Pipeliner, workspace string, parties []string, now time.Time) func() (map[string]holds.State, error)
-	Decide(ctx context.Context, r holds.Request) (holds.Decision, error)
+	DeliverAndDecide(ctx context.Context, box *inbox.Inbox, d inbox.Delivery, r holds.Request) (inbox.Result, holds.Decision, error)
 }
 
 // releaser schedules the digest that ends a hold with a due time (the rate
@@ -435,9 +435,20 @@ func (r *Router) deliverAll(ctx context.Context, shard int, e *event.Event, to m
 		if r.escalate != nil && escalate.Eligible(rc.via, rc.mode, rc.controller, e.Priority) {
 			escalateAt = now.Add(time.Duration(settings.EscalateAfter))
 		}
-		res, err := r.box.Deliver(ctx, inbox.Delivery{Workspace: e.Workspace, Party: party, Event: e, Via: rc.via,
+		d := inbox.Delivery{Workspace: e.Workspace, Party: party, Event: e, Via: rc.via,
 			Mode: rc.mode, Waiter: rc.waiter, Attended: st.Presence.Attended(now), Settings: snapshot, EscalateAt: escalateAt,
-			Redelivery: rc.redelivered != nil}, now)
+			Redelivery: rc.redelivered != nil}
+		var res inbox.Result
+		var hold *holds.Decision // the holds decision of a wake to push, taken with the delivery
+		var err error
+		if r.holds != nil && r.push != nil {
+			var dec holds.Decision
+			res, dec, err = r.holds.DeliverAndDecide(ctx, r.box, d, holds.Request{Workspace: e.Workspace, Party: party,
+				Event: e, Waiter: rc.waiter, Settings: settings, Presence: st.Presence, Quiet: &st.Quiet, Now: now})
+			hold = &dec
+		} else {
+			res, err = r.box.Deliver(ctx, d, now)
+		}
 		if errors.Is(err, inbox.ErrInvalid) {
 			return fmt.Errorf("deliver %s to %s: %v: %w", e.ID, party, err, ErrPermanent)
 		}
@@ -453,7 +464,7 @@ func (r *Router) deliverAll(ctx context.Context, shard int, e *event.Event, to m
 			r.m.kinds.WithLabelValues(res.Kind).Inc()
 		}
 		if res.Wake && r.push != nil {
-			if err := r.pushWake(ctx, party, rc, res, e, v, st, now); err != nil {
+			if err := r.pushWake(ctx, party, res, hold, e, v); err != nil {
 				return err
 			}
 		}
@@ -517,22 +528,15 @@ func each(ctx context.Context, n, limit int, f func(ctx context.Context, i int) 
 	return ctx.Err()
 }
 
-// pushWake pushes a wake unless a hold keeps it (the entry stays in the
-// inbox either way); a hold with a due time schedules its digest.
-func (r *Router) pushWake(ctx context.Context, party string, rc recipient, res inbox.Result, e *event.Event,
-	v *view, st holds.State, now time.Time) error {
-	if r.holds != nil {
-		d, err := r.holds.Decide(ctx, holds.Request{Workspace: e.Workspace, Party: party, Result: res, Event: e,
-			Waiter: rc.waiter, Settings: v.settings, Presence: st.Presence, Quiet: &st.Quiet, Now: now})
-		if err != nil {
-			return err
+// pushWake pushes a wake unless the holds decision keeps it (the entry
+// stays in the inbox either way); a hold with a due time schedules its
+// digest. hold is nil without holds.
+func (r *Router) pushWake(ctx context.Context, party string, res inbox.Result, hold *holds.Decision, e *event.Event, v *view) error {
+	if hold != nil && !hold.Push {
+		if !hold.Due.IsZero() && r.release != nil {
+			return r.release.Schedule(ctx, e.Workspace, party, hold.Reason, hold.Due)
 		}
-		if !d.Push {
-			if !d.Due.IsZero() && r.release != nil {
-				return r.release.Schedule(ctx, e.Workspace, party, d.Reason, d.Due)
-			}
-			return nil
-		}
+		return nil
 	}
 	if ep, ok := v.endpoints[party]; ok {
 		return r.push.(prefetcher).EnqueueTo(ctx, ep, e.Workspace, party, res, e)
