@@ -2,6 +2,7 @@ package holds
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"reflect"
 	"testing"
@@ -88,6 +89,11 @@ func TestDeliverAndDecide(t *testing.T) {
 			}
 			if held, err := s.QuietHeldParties(ctx, ws); err != nil || fmt.Sprint(held) != "[human:fused human:separate]" {
 				t.Fatalf("quiet-held parties %v, %v", held, err)
+			}
+			// Bad input is the inbox's (the router sets such an event aside).
+			bad := inbox.Delivery{Workspace: ws, Party: "nobody", Event: ev("e5", "session.crashed"), Via: inbox.ViaSubscription}
+			if _, _, err := s.DeliverAndDecide(ctx, box, bad, Request{Workspace: ws, Party: "nobody", Now: now}); !errors.Is(err, inbox.ErrInvalid) {
+				t.Fatalf("a malformed party: %v, want inbox.ErrInvalid", err)
 			}
 		})
 	}

@@ -414,12 +414,14 @@ return r
 
 // DeliverAndDecide is box.Deliver(ctx, d, r.Now) and, when that decides a
 // wake, Decide for it (r.Result is the delivery's), in one script call.
+//
+// Its errors for bad input are Deliver's (inbox.ErrInvalid) first.
 func (s *Store) DeliverAndDecide(ctx context.Context, box *inbox.Inbox, d inbox.Delivery, r Request) (inbox.Result, Decision, error) {
-	if err := checkRecipient(r.Workspace, r.Party); err != nil {
-		return inbox.Result{}, Decision{}, err
-	}
 	dkeys, dargs, err := box.DeliveryCall(d, r.Now)
 	if err != nil {
+		return inbox.Result{}, Decision{}, err
+	}
+	if err := checkRecipient(r.Workspace, r.Party); err != nil {
 		return inbox.Result{}, Decision{}, err
 	}
 	hkeys, a, err := s.prepare(ctx, r)
