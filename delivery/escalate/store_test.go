@@ -7,7 +7,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/alicebob/miniredis/v2"
 	"github.com/redis/go-redis/v9"
 
 	"github.com/wakegate/wakegate/delivery/escalate"
@@ -29,18 +28,7 @@ func sessionEvent(id, typ, kid string, p event.Priority) *event.Event {
 // once and replayed; a claim or a done for a due that moved (a raise)
 // leaves the newer due alone; dead letters come due at once, marked; every
 // key shares the recipient's hash tag.
-func TestStore(t *testing.T) {
-	t.Run("redis", func(t *testing.T) {
-		rdb, prefix := redistest.New(t)
-		testStore(t, rdb, prefix)
-	})
-	t.Run("miniredis", func(t *testing.T) {
-		mr := miniredis.RunT(t)
-		rdb := redis.NewClient(&redis.Options{Addr: mr.Addr()})
-		t.Cleanup(func() { _ = rdb.Close() })
-		testStore(t, rdb, redistest.Prefix())
-	})
-}
+func TestStore(t *testing.T) { redistest.Backends(t, testStore) }
 
 func testStore(t *testing.T, rdb redis.UniversalClient, prefix string) {
 	ctx := context.Background()

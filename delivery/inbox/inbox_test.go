@@ -23,18 +23,7 @@ const ws = "default"
 var t0 = time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
 
 // backends runs a test on real Redis and on miniredis (the embedded serve).
-func backends(t *testing.T, f func(t *testing.T, rdb redis.UniversalClient, prefix string)) {
-	t.Run("redis", func(t *testing.T) {
-		rdb, prefix := redistest.New(t)
-		f(t, rdb, prefix)
-	})
-	t.Run("miniredis", func(t *testing.T) {
-		mr := miniredis.RunT(t)
-		rdb := redis.NewClient(&redis.Options{Addr: mr.Addr()})
-		t.Cleanup(func() { _ = rdb.Close() })
-		f(t, rdb, redistest.Prefix())
-	})
-}
+var backends = redistest.Backends
 
 // ev is an event of the vocabulary as the journal hands it to the router.
 func ev(id, typ, subject string, mods ...func(*event.Event)) *event.Event {

@@ -8,7 +8,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/alicebob/miniredis/v2"
 	"github.com/redis/go-redis/v9"
 
 	"github.com/wakegate/wakegate/delivery/ingest"
@@ -20,14 +19,8 @@ import (
 
 // backends runs a test on real Redis and on miniredis (the embedded serve).
 func backends(t *testing.T, f func(t *testing.T, rdb redis.UniversalClient, j *journal.Journal)) {
-	t.Run("redis", func(t *testing.T) {
-		rdb, prefix := redistest.New(t)
+	redistest.Backends(t, func(t *testing.T, rdb redis.UniversalClient, prefix string) {
 		f(t, rdb, journal.New(rdb, journal.Config{Prefix: prefix, Shards: 4}))
-	})
-	t.Run("miniredis", func(t *testing.T) {
-		mr := miniredis.RunT(t)
-		rdb := redis.NewClient(&redis.Options{Addr: mr.Addr()})
-		f(t, rdb, journal.New(rdb, journal.Config{Prefix: "wg", Shards: 4}))
 	})
 }
 

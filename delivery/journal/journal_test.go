@@ -7,7 +7,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/alicebob/miniredis/v2"
 	"github.com/redis/go-redis/v9"
 
 	"github.com/wakegate/wakegate/delivery/journal"
@@ -21,16 +20,7 @@ func ev(ws, subject, id string) *event.Event {
 }
 
 // backends runs a test on real Redis and on miniredis (the embedded serve).
-func backends(t *testing.T, f func(t *testing.T, rdb redis.UniversalClient, prefix string)) {
-	t.Run("redis", func(t *testing.T) {
-		rdb, prefix := redistest.New(t)
-		f(t, rdb, prefix)
-	})
-	t.Run("miniredis", func(t *testing.T) {
-		mr := miniredis.RunT(t)
-		f(t, redis.NewClient(&redis.Options{Addr: mr.Addr()}), "wg")
-	})
-}
+var backends = redistest.Backends
 
 func TestAppendIdempotentAndRead(t *testing.T) {
 	backends(t, func(t *testing.T, rdb redis.UniversalClient, prefix string) {

@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/alicebob/miniredis/v2"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -51,6 +52,21 @@ func New(t testing.TB) (*redis.Client, string) {
 		_ = rdb.Close()
 	})
 	return rdb, prefix
+}
+
+// Backends runs f on the test Redis (a fresh prefix) and on a miniredis,
+// the embedded Redis `wakegate serve` runs by default, as subtests.
+func Backends(t *testing.T, f func(t *testing.T, rdb redis.UniversalClient, prefix string)) {
+	t.Run("redis", func(t *testing.T) {
+		rdb, prefix := New(t)
+		f(t, rdb, prefix)
+	})
+	t.Run("miniredis", func(t *testing.T) {
+		mr := miniredis.RunT(t)
+		rdb := redis.NewClient(&redis.Options{Addr: mr.Addr()})
+		t.Cleanup(func() { _ = rdb.Close() })
+		f(t, rdb, Prefix())
+	})
 }
 
 // Flush deletes every key under prefix.

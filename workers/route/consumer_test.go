@@ -11,7 +11,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/alicebob/miniredis/v2"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/redis/go-redis/v9"
 
@@ -163,41 +162,37 @@ func TestExpiredLeaseOfADeadWorkerIsTakenOver(t *testing.T) {
 // after it (at most Batch), as XRANGE reads them, on Redis and on the
 // embedded Redis serve runs by default.
 func TestAdvanceReadsTheNextBatch(t *testing.T) {
-	mr := miniredis.RunT(t)
-	real, prefix := redistest.New(t)
-	for name, rdb := range map[string]redis.UniversalClient{"redis": real, "miniredis": redis.NewClient(&redis.Options{Addr: mr.Addr()})} {
-		t.Run(name, func(t *testing.T) {
-			ctx := context.Background()
-			j := journal.New(rdb, journal.Config{Prefix: prefix, Shards: 1})
-			c := NewConsumer(rdb, j, newRecorder().handle, quiet(), prometheus.NewRegistry(), ConsumerConfig{Batch: 2})
-			lease := c.owner + ":1"
-			rdb.Set(ctx, c.leaseKey(0), lease, time.Minute)
-			appendEvents(t, j, 5)
-			all, err := rdb.XRange(ctx, j.StreamKey(0), "-", "+").Result()
-			if err != nil || len(all) != 5 {
-				t.Fatalf("journal: %d entries, %v", len(all), err)
+	redistest.Backends(t, func(t *testing.T, rdb redis.UniversalClient, prefix string) {
+		ctx := context.Background()
+		j := journal.New(rdb, journal.Config{Prefix: prefix, Shards: 1})
+		c := NewConsumer(rdb, j, newRecorder().handle, quiet(), prometheus.NewRegistry(), ConsumerConfig{Batch: 2})
+		lease := c.owner + ":1"
+		rdb.Set(ctx, c.leaseKey(0), lease, time.Minute)
+		appendEvents(t, j, 5)
+		all, err := rdb.XRange(ctx, j.StreamKey(0), "-", "+").Result()
+		if err != nil || len(all) != 5 {
+			t.Fatalf("journal: %d entries, %v", len(all), err)
+		}
+		for i, want := range [][]redis.XMessage{all[1:3], all[3:5], {}} {
+			done := all[2*i].ID // the batch routed last ended here
+			ledger := [][]any{{"seq", "0-" + done, "source", "//t", "id", "x", "to", "human:a", "inbox_seq", 1, "via", "controller"}}
+			next, ok, err := c.advance(ctx, 0, lease, done, ledger)
+			if err != nil || !ok {
+				t.Fatalf("advance past %s: %v %v", done, ok, err)
 			}
-			for i, want := range [][]redis.XMessage{all[1:3], all[3:5], {}} {
-				done := all[2*i].ID // the batch routed last ended here
-				ledger := [][]any{{"seq", "0-" + done, "source", "//t", "id", "x", "to", "human:a", "inbox_seq", 1, "via", "controller"}}
-				next, ok, err := c.advance(ctx, 0, lease, done, ledger)
-				if err != nil || !ok {
-					t.Fatalf("advance past %s: %v %v", done, ok, err)
-				}
-				if !reflect.DeepEqual(next, want) && (len(next) != 0 || len(want) != 0) {
-					t.Fatalf("advance past %s read %v, want %v", done, next, want)
-				}
-				for _, m := range next {
-					if _, err := journal.Decode(0, m); err != nil {
-						t.Fatalf("entry %s read by advance: %v", m.ID, err)
-					}
-				}
-				if v := rdb.Get(ctx, c.cursorKey(0)).Val(); v != done {
-					t.Fatalf("cursor %q, want %s", v, done)
+			if !reflect.DeepEqual(next, want) && (len(next) != 0 || len(want) != 0) {
+				t.Fatalf("advance past %s read %v, want %v", done, next, want)
+			}
+			for _, m := range next {
+				if _, err := journal.Decode(0, m); err != nil {
+					t.Fatalf("entry %s read by advance: %v", m.ID, err)
 				}
 			}
-		})
-	}
+			if v := rdb.Get(ctx, c.cursorKey(0)).Val(); v != done {
+				t.Fatalf("cursor %q, want %s", v, done)
+			}
+		}
+	})
 }
 
 func TestPoisonAndInfrastructureErrors(t *testing.T) {
