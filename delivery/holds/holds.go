@@ -391,16 +391,14 @@ func (s *Store) Decide(ctx context.Context, r Request) (Decision, error) {
 // update decides a wake, takes the holds decision in the same call: one
 // round trip where Deliver then Decide take two.
 //
-// KEYS[1..6], ARGV[1..3] = deliver.lua's (inbox.DeliveryCall)
-// KEYS[7..10]            = decide.lua's KEYS[1..4]
-// ARGV[4..10]            = decide.lua's ARGV[2..8], but ARGV[8] (its
+// KEYS[1..6] and ARGV[1..3] are deliver.lua's (inbox.DeliveryCall);
+// KEYS[7..10] are decide.lua's KEYS[1..4]; ARGV[4..10] are decide.lua's
+// ARGV[2..8], except that ARGV[8] (decide.lua's ARGV[6], the held item)
+// is the item's JSON after its seq and kind, without the opening brace
+// (itemTail): the delivery decides those two.
 //
-//	ARGV[6], the held item) is the item's JSON after
-//	its seq and kind without the opening brace
-//	(itemTail): the delivery decides those two
-//
-// Returns deliver.lua's reply, and when it decided a wake decide.lua's
-// outcome appended as a seventh value.
+// Returns deliver.lua's reply, with decide.lua's outcome appended as a
+// seventh value when the update decided a wake.
 const deliverDecideLua = `
 local r = inbox_deliver(KEYS, ARGV)
 if r[4] == 1 then
