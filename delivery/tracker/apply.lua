@@ -52,7 +52,7 @@ local function apply_pr(p, cur)
   if p.state == 'open' then
     -- Only a closed PR's keys, and a link claimed before the PR's first
     -- snapshot (claim.lua), carry a TTL: a PR stored open has none.
-    if cur[2] ~= 'open' then redis.call('PERSIST', pk) end
+    if cur[2] == 'closed' or (not cur[2] and cur[5]) then redis.call('PERSIST', pk) end
     if cur[2] == 'closed' then redis.call('PERSIST', k_reviews(repo, n)) end
   else
     redis.call('EXPIRE', pk, RETENTION)

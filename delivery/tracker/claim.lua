@@ -37,6 +37,7 @@ end
 
 if not h.session then
   redis.call('HSET', pk, 'session', session, 'session_ws', ws)
+  h.session, h.session_ws = session, ws
   if not h.state then
     -- linked before GitHub told us of the PR: keep the link for a while,
     -- the PR's first snapshot makes the hash persistent

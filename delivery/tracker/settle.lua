@@ -35,14 +35,15 @@ local function settle(member, c)
   local due = redis.call('ZSCORE', k_settle(), member)
   if not due or tonumber(due) > NOW_MS then return { 'gone' } end
 
-  local missing = missing_required({ redis.call('HGET', k_pr(repo, n), 'base') or nil })
+  local h = hash(k_pr(repo, n))
+  local missing = missing_required({ h.base })
   if #missing > 0 then
     table.insert(missing, 1, 'need')
     return missing
   end
 
   redis.call('ZREM', k_settle(), member)
-  evaluate(ws, repo, n, sha)
+  evaluate(ws, repo, n, sha, h)
   table.insert(SIDS, 1, 'ok')
   return SIDS
 end

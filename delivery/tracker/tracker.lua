@@ -90,6 +90,12 @@ local function link(ws, repo, n)
   return nil
 end
 
+-- linked_session is link's answer from the PR's tracker hash h, already read.
+local function linked_session(h, ws)
+  if h.session_ws == ws then return h.session end
+  return nil
+end
+
 -- index records that PR n has (had) sha as its head.
 local function index(repo, sha, n)
   local k = k_index(repo, sha)
@@ -132,9 +138,9 @@ local function emit(e)
   end
 end
 
--- synth journals a state transition the tracker derived about PR n: type
--- github.pull_request.<typ>, id "pr/<n>/<what>", data {repo, number, head,
--- title, url} plus extra.
+-- synth journals a state transition the tracker derived about PR n, whose
+-- tracker hash is h: type github.pull_request.<typ>, id "pr/<n>/<what>",
+-- data {repo, number, head, title, url} plus extra.
 local function synth(ws, repo, n, h, typ, what, priority, summary, extra)
   local data = {
     repo = repo, number = n, head = h.head, title = h.title or '',
@@ -144,7 +150,7 @@ local function synth(ws, repo, n, h, typ, what, priority, summary, extra)
   emit({
     id = 'pr/' .. int(n) .. '/' .. what, source = gh_source(repo),
     type = 'github.pull_request.' .. typ, subject = pr_subject(repo, n),
-    time = NOW_TIME, workspace = ws, sessionid = link(ws, repo, n),
+    time = NOW_TIME, workspace = ws, sessionid = linked_session(h, ws),
     priority = priority, summary = summary,
     data = cjson.encode(data),
   })
@@ -202,10 +208,11 @@ end
 
 -- evaluate re-derives ready / checks_failed of PR n at its head (only when
 -- the head is still only_sha, if given) and journals each transition once
--- per head sha.
-local function evaluate(ws, repo, n, only_sha)
+-- per head sha. h is the PR's tracker hash when the caller has just read
+-- it (nil: read it here).
+local function evaluate(ws, repo, n, only_sha, h)
   local pk = k_pr(repo, n)
-  local h = hash(pk)
+  h = h or hash(pk)
   local head = h.head
   if h.state ~= 'open' or not head or head == '' then return end
   if only_sha and only_sha ~= head then return end
