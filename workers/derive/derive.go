@@ -37,6 +37,17 @@ const group = "derive"
 // tracker, ack) whatever its size.
 const batchSize = 128
 
+// linger is how long a consumer whose last read took fewer than
+// lingerBelow records waits before reading again. A read returns as soon
+// as one record is there, so at a moderate rate every record would pay
+// its own read, tracker call and ack: round trips that cost an idle Redis
+// more than folding the record in (docs/performance.md). Waiting a little
+// lets the next read take several.
+const (
+	linger      = 2 * time.Millisecond
+	lingerBelow = 8
+)
+
 // Config of the deriver.
 type Config struct {
 	RelayEvery time.Duration // default 5s
@@ -160,7 +171,9 @@ func (d *Deriver) consume(ctx context.Context, shard int) {
 			continue
 		}
 		backoff.reset()
+		n := 0
 		for _, st := range res {
+			n += len(st.Messages)
 			b := d.prepare(ctx, shard, st.Messages)
 			if finishing != nil {
 				<-finishing
@@ -175,6 +188,9 @@ func (d *Deriver) consume(ctx context.Context, shard int) {
 				defer close(done)
 				d.finish(ctx, b)
 			}()
+		}
+		if n < lingerBelow {
+			wait(ctx, linger)
 		}
 	}
 }
@@ -547,9 +563,16 @@ type backoff struct{ d time.Duration }
 func newBackoff() *backoff { return &backoff{d: 50 * time.Millisecond} }
 func (b *backoff) reset()  { b.d = 50 * time.Millisecond }
 func (b *backoff) wait(ctx context.Context) {
+	wait(ctx, b.d)
+	b.d = min(b.d*2, 5*time.Second)
+}
+
+// wait returns after d, or sooner when ctx ends.
+func wait(ctx context.Context, d time.Duration) {
+	t := time.NewTimer(d)
+	defer t.Stop()
 	select {
 	case <-ctx.Done():
-	case <-time.After(b.d):
+	case <-t.C:
 	}
-	b.d = min(b.d*2, 5*time.Second)
 }
