@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 )
@@ -25,15 +26,43 @@ func TestBenchScenarios(t *testing.T) {
 	for _, tc := range []struct {
 		scenario string
 		args     []string
+		check    func(*testing.T, benchReport)
 	}{
-		{"ingest", []string{"--rate", "200"}},
-		{"push", []string{"--sessions", "50"}},
-		{"push", []string{"--sessions", "20", "--scale"}}, // 1 and 2 gateways × 1 and 2 workers
-		{"fleet", []string{"--rate", "100", "--sessions", "100", "--supervisors", "5", "--prs", "20"}},
-		{"fanout", []string{"--recipients", "50", "--rate", "2"}},
-		{"subscriptions", []string{"--rate", "50", "--subscriptions", "500", "--sessions", "1000", "--supervisors", "5"}},
+		{"ingest", []string{"--rate", "200"}, checkIngestSplit},
+		{"push", []string{"--sessions", "50"}, nil},
+		{"push", []string{"--sessions", "20", "--scale"}, nil}, // 1 and 2 gateways × 1 and 2 workers
+		{"fleet", []string{"--rate", "100", "--sessions", "100", "--supervisors", "5", "--prs", "20"}, nil},
+		{"fanout", []string{"--recipients", "50", "--rate", "2"}, nil},
+		{"subscriptions", []string{"--rate", "50", "--subscriptions", "500", "--sessions", "1000", "--supervisors", "5"}, nil},
 	} {
-		t.Run(tc.scenario, func(t *testing.T) { runBenchScenario(t, tc.scenario, tc.args...) })
+		t.Run(tc.scenario, func(t *testing.T) {
+			rep := runBenchScenario(t, tc.scenario, tc.args...)
+			if tc.check != nil {
+				tc.check(t, rep)
+			}
+		})
+	}
+}
+
+// checkIngestSplit holds ingest's split to its promise: with the workers
+// paused the gateway still committed, and once they resumed the whole
+// backlog was derived, settled and routed, at a CPU cost it could read.
+func checkIngestSplit(t *testing.T, rep benchReport) {
+	found := map[string]float64{}
+	for _, r := range rep.Rows {
+		for _, prefix := range []string{"ingest with the workers paused", "CPU per delivery of the gateway path", "CPU per delivery of derivation", "backlog of "} {
+			if strings.HasPrefix(r.Target, prefix) {
+				found[prefix] = r.Value
+			}
+		}
+	}
+	if len(found) != 4 {
+		t.Fatalf("ingest split rows: found %v; notes %q", found, rep.Notes)
+	}
+	for prefix, v := range found {
+		if v <= 0 {
+			t.Errorf("%q: %v", prefix, v)
+		}
 	}
 }
 

@@ -53,6 +53,24 @@ func (t *Tracker) SettleDue(ctx context.Context, now time.Time) (int, error) {
 	return total, nil
 }
 
+// Settling counts the heads scheduled to settle, due or not, on every
+// shard: PRs whose ready still waits for the settle time.
+func (t *Tracker) Settling(ctx context.Context) (int64, error) {
+	pipe := t.rdb.Pipeline()
+	cmds := make([]*redis.IntCmd, t.j.Config().Shards)
+	for shard := range cmds {
+		cmds[shard] = pipe.ZCard(ctx, settleKey(t.j.Tag(shard)))
+	}
+	if _, err := pipe.Exec(ctx); err != nil {
+		return 0, fmt.Errorf("count settling heads: %w", err)
+	}
+	var n int64
+	for _, c := range cmds {
+		n += c.Val()
+	}
+	return n, nil
+}
+
 func (t *Tracker) settleShard(ctx context.Context, shard int, now time.Time) (int, error) {
 	key := settleKey(t.j.Tag(shard))
 	claimed := 0

@@ -229,10 +229,16 @@ func TestSettleWithoutCI(t *testing.T) {
 			}
 		}
 		e.wantCount("github.pull_request.ready", 0)
+		if n, err := e.tr.Settling(e.ctx); err != nil || n != 1 {
+			t.Fatalf("Settling before the settle time = %d, %v; want 1", n, err)
+		}
 		if n, err := e.tr.SettleDue(e.ctx, e.now.Add(settle)); err != nil || n != 1 {
 			t.Fatalf("SettleDue(+settle) = %d, %v; want 1", n, err)
 		}
 		e.wantCount("github.pull_request.ready", 1)
+		if n, err := e.tr.Settling(e.ctx); err != nil || n != 0 {
+			t.Fatalf("Settling after it = %d, %v; want 0", n, err)
+		}
 		if n, err := e.tr.SettleDue(e.ctx, e.now.Add(2*settle)); err != nil || n != 0 {
 			t.Fatalf("second SettleDue = %d, %v; want 0", n, err)
 		}

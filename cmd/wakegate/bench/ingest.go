@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net/http"
 	"sync/atomic"
+	"syscall"
 	"time"
 )
 
@@ -73,6 +74,13 @@ func runIngest(ctx context.Context, r *runner) error {
 	mem1, _ := sys.UsedMemory(ctx)
 
 	// Latency at a fixed rate, open loop.
+	l = closed("ingest, workers paused")
+	l.Duration = min(l.Duration, 20*time.Second) // its backlog is kept in Redis
+	split, err := splitIngest(ctx, r, sys, c, l)
+	if err != nil {
+		return err
+	}
+
 	blOpen, err := r.baseline(ctx, sys, open("baseline, open loop"))
 	if err != nil {
 		return err
@@ -97,6 +105,17 @@ func runIngest(ctx context.Context, r *runner) error {
 		lag.Derive.Seconds(), "s", 0, 0, verdict(lag.Derive < time.Second))
 	rep.row(fmt.Sprintf("ingest p99 < 20 ms at %.0f/s open loop", o.Rate), msf(gwOpen.Latency.P99), "ms", msf(blOpen.Latency.P99),
 		float64(gwOpen.Latency.P99)/float64(max(blOpen.Latency.P99, 1)), verdict(gwOpen.Latency.P99 < 20*time.Millisecond && errorCount(gwOpen) == 0))
+	rep.row(fmt.Sprintf("ingest with the workers paused (SIGSTOP), %d conns closed loop, %s: the gateway path alone against the bare handler", o.Conns, l.Duration),
+		split.gateway.Achieved, "ops/s", bl.Achieved, split.gateway.Achieved/bl.Achieved, nil)
+	if split.gateway.CPUPerOp > 0 && bl.CPUPerOp > 0 {
+		rep.row("CPU per delivery of the gateway path (gateway + Redis, workers paused; ratio = baseline ÷ it)", float64(split.gateway.CPUPerOp)/1e3, "µs",
+			float64(bl.CPUPerOp)/1e3, float64(bl.CPUPerOp)/float64(split.gateway.CPUPerOp), nil)
+	}
+	if split.derive > 0 {
+		rep.row("CPU per delivery of derivation (worker + Redis deriving, settling and routing that backlog once resumed, in full batches)", float64(split.derive)/1e3, "µs",
+			float64(bl.CPUPerOp)/1e3, float64(bl.CPUPerOp)/float64(split.derive), nil)
+		rep.row(fmt.Sprintf("backlog of %d deliveries derived and routed after the pause", split.gateway.N), split.drainRate, "deliveries/s", 0, 0, nil)
+	}
 	if n := accepted.Load(); n > 0 && mem1 > mem0 {
 		rep.row(fmt.Sprintf("Redis memory per retained delivery (raw, markers, ingest record, journal entry, PR state; %d deliveries)", n),
 			float64(mem1-mem0)/float64(n), "B", 0, 0, nil)
@@ -108,3 +127,61 @@ func runIngest(ctx context.Context, r *runner) error {
 }
 
 func msf(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
+
+// ingestSplit is the ingest closed loop taken apart: the gateway path on
+// its own, then derivation on its own.
+type ingestSplit struct {
+	gateway   Result        // the closed loop with the workers paused
+	derive    time.Duration // worker and Redis CPU per delivery of that backlog
+	drainRate float64       // deliveries of that backlog derived and routed per second
+}
+
+// splitIngest runs l with the workers paused (SIGSTOP), so the gateway
+// commits and nothing derives; then resumes them and measures the CPU of
+// deriving, settling and routing what was committed. The sum of the two is
+// what one delivery costs when both run at once (the ingest closed loop),
+// except that a backlog is derived in full batches.
+func splitIngest(ctx context.Context, r *runner, sys *System, c *http.Client, l Loop) (ingestSplit, error) {
+	var out ingestSplit
+	if err := sys.SignalRole("worker", syscall.SIGSTOP); err != nil {
+		return out, err
+	}
+	paused := true
+	defer func() {
+		if paused {
+			_ = sys.SignalRole("worker", syscall.SIGCONT)
+		}
+	}()
+	var accepted atomic.Int64
+	l.Do = hooks(c, sys.Gateways, 1<<41, &accepted)
+	out.gateway = r.measure(ctx, sys, l, false)
+	n := accepted.Load()
+
+	cpu := func() time.Duration { // the workers' CPU and Redis's
+		w, rd := sys.CPU(ctx)
+		return w - sys.RoleCPU("gateway") + rd
+	}
+	c0, start := cpu(), time.Now()
+	if err := sys.SignalRole("worker", syscall.SIGCONT); err != nil {
+		return out, err
+	}
+	paused = false
+	lag, err := sys.WaitCaughtUp(ctx, 5*time.Minute)
+	if err != nil {
+		return out, fmt.Errorf("derive the paused backlog: %w", err)
+	}
+	drained := time.Since(start)
+	done, err := sys.WaitDerived(ctx, 30*time.Second)
+	if err != nil {
+		return out, fmt.Errorf("settle the paused backlog: %w", err)
+	}
+	if lag.Backlog > 0 || !done {
+		r.note("the paused phase's backlog was not derived, settled and routed in time (derive backlog %d): its CPU is not reported", lag.Backlog)
+		return out, nil
+	}
+	if n > 0 && sys.Private {
+		out.derive = (cpu() - c0) / time.Duration(n)
+		out.drainRate = float64(n) / drained.Seconds()
+	}
+	return out, nil
+}

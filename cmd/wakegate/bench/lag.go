@@ -10,6 +10,7 @@ import (
 
 	"github.com/wakegate/wakegate/delivery/ingest"
 	"github.com/wakegate/wakegate/delivery/journal"
+	"github.com/wakegate/wakegate/delivery/tracker"
 	"github.com/wakegate/wakegate/workers/route"
 )
 
@@ -112,6 +113,34 @@ func (s *System) WaitCaughtUp(ctx context.Context, within time.Duration) (Lag, e
 		case <-ctx.Done():
 			return l, ctx.Err()
 		case <-time.After(100 * time.Millisecond):
+		}
+	}
+}
+
+// WaitDerived polls until nothing is left to derive, settle or route, or
+// within passes; it reports whether everything was done.
+func (s *System) WaitDerived(ctx context.Context, within time.Duration) (bool, error) {
+	tr := tracker.New(s.Redis, s.journal(), tracker.Config{})
+	deadline := time.Now().Add(within)
+	for {
+		l, err := s.Lag(ctx)
+		if err != nil {
+			return false, err
+		}
+		settling, err := tr.Settling(ctx)
+		if err != nil {
+			return false, err
+		}
+		if l.Backlog == 0 && l.Route == 0 && settling == 0 {
+			return true, nil
+		}
+		if time.Now().After(deadline) {
+			return false, nil
+		}
+		select {
+		case <-ctx.Done():
+			return false, ctx.Err()
+		case <-time.After(50 * time.Millisecond):
 		}
 	}
 }

@@ -297,6 +297,22 @@ func (s *System) StopRole(role string) {
 	}
 }
 
+// SignalRole sends sig to the running processes of a role: SIGSTOP and
+// SIGCONT pause and resume them (the ingest scenario pauses the workers to
+// measure the gateway path and then derivation on its own).
+func (s *System) SignalRole(role string, sig syscall.Signal) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, p := range s.procs {
+		if p.role == role && !exited(p) {
+			if err := p.cmd.Process.Signal(sig); err != nil {
+				return fmt.Errorf("signal %s: %w", p.name, err)
+			}
+		}
+	}
+	return nil
+}
+
 // Workers is how many worker processes are running.
 func (s *System) Workers() []string {
 	s.mu.Lock()
