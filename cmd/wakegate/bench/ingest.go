@@ -105,7 +105,7 @@ func runIngest(ctx context.Context, r *runner) error {
 		lag.Derive.Seconds(), "s", 0, 0, verdict(lag.Derive < time.Second))
 	rep.row(fmt.Sprintf("ingest p99 < 20 ms at %.0f/s open loop", o.Rate), msf(gwOpen.Latency.P99), "ms", msf(blOpen.Latency.P99),
 		float64(gwOpen.Latency.P99)/float64(max(blOpen.Latency.P99, 1)), verdict(gwOpen.Latency.P99 < 20*time.Millisecond && errorCount(gwOpen) == 0))
-	rep.row(fmt.Sprintf("ingest with the workers paused (SIGSTOP), %d conns closed loop, %s: the gateway path alone against the bare handler", o.Conns, l.Duration),
+	rep.row(fmt.Sprintf("ingest with the workers paused (SIGSTOP), %d conns closed loop, %s: the gateway path alone against the bare handler", o.Conns, split.gateway.Elapsed.Round(time.Second)),
 		split.gateway.Achieved, "ops/s", bl.Achieved, split.gateway.Achieved/bl.Achieved, nil)
 	if split.gateway.CPUPerOp > 0 && bl.CPUPerOp > 0 {
 		rep.row("CPU per delivery of the gateway path (gateway + Redis, workers paused; ratio = baseline ÷ it)", float64(split.gateway.CPUPerOp)/1e3, "µs",
@@ -157,11 +157,12 @@ func splitIngest(ctx context.Context, r *runner, sys *System, c *http.Client, l 
 	out.gateway = r.measure(ctx, sys, l, false)
 	n := accepted.Load()
 
-	cpu := func() time.Duration { // the workers' CPU and Redis's
+	cpu := func() (workers, redis time.Duration) {
 		w, rd := sys.CPU(ctx)
-		return w - sys.RoleCPU("gateway") + rd
+		return w - sys.RoleCPU("gateway"), rd
 	}
-	c0, start := cpu(), time.Now()
+	w0, rd0 := cpu()
+	start := time.Now()
 	if err := sys.SignalRole("worker", syscall.SIGCONT); err != nil {
 		return out, err
 	}
@@ -180,7 +181,11 @@ func splitIngest(ctx context.Context, r *runner, sys *System, c *http.Client, l 
 		return out, nil
 	}
 	if n > 0 && sys.Private {
-		out.derive = (cpu() - c0) / time.Duration(n)
+		w1, rd1 := cpu()
+		workers, redis := (w1-w0)/time.Duration(n), (rd1-rd0)/time.Duration(n)
+		out.derive = workers + redis
+		r.note("derivation of the paused backlog, CPU per delivery: workers %s, Redis %s",
+			workers.Round(time.Microsecond), redis.Round(time.Microsecond))
 		out.drainRate = float64(n) / drained.Seconds()
 	}
 	return out, nil
