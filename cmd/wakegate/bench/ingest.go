@@ -147,12 +147,7 @@ func splitIngest(ctx context.Context, r *runner, sys *System, c *http.Client, l 
 	if err := sys.SignalRole("worker", syscall.SIGSTOP); err != nil {
 		return out, err
 	}
-	paused := true
-	defer func() {
-		if paused {
-			_ = sys.SignalRole("worker", syscall.SIGCONT)
-		}
-	}()
+	defer sys.SignalRole("worker", syscall.SIGCONT) // never leave them paused; a second SIGCONT is harmless
 	var accepted atomic.Int64
 	l.Do = hooks(c, sys.Gateways, 1<<41, &accepted)
 	out.gateway = r.measure(ctx, sys, l, false)
@@ -167,7 +162,6 @@ func splitIngest(ctx context.Context, r *runner, sys *System, c *http.Client, l 
 	if err := sys.SignalRole("worker", syscall.SIGCONT); err != nil {
 		return out, err
 	}
-	paused = false
 	lag, err := sys.WaitCaughtUp(ctx, 5*time.Minute)
 	if err != nil {
 		return out, fmt.Errorf("derive the paused backlog: %w", err)
