@@ -3,7 +3,7 @@ package subscriptions
 import (
 	"context"
 	"crypto/rand"
-	"encoding/base64"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -187,10 +187,12 @@ end
 return out
 `)
 
+// newID returns a random subscription id: 24 hex digits, so that an id never
+// starts with '-' and reads as a flag on a command line.
 func newID() string {
 	var b [12]byte
 	_, _ = rand.Read(b[:])
-	return base64.RawURLEncoding.EncodeToString(b[:])
+	return hex.EncodeToString(b[:])
 }
 
 // Create validates sub (as Parse does, plus its workspace and owner), gives

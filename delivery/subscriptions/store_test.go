@@ -453,3 +453,13 @@ func TestMatchCandidatesIsMatch(t *testing.T) {
 		t.Fatal("the cases match nothing: the test proves nothing")
 	}
 }
+
+// An id is handed to the CLI as an argument (wakegate unsubscribe ID): one
+// that began with '-' would be read as a flag.
+func TestNewIDNeverLooksLikeAFlag(t *testing.T) {
+	for range 10000 {
+		if id := newID(); id == "" || id[0] == '-' || strings.ContainsAny(id, "-_") {
+			t.Fatalf("id %q", id)
+		}
+	}
+}
