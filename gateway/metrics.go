@@ -14,6 +14,10 @@ type metrics struct {
 	storeErrors prometheus.Counter
 	panics      prometheus.Counter
 	inflight    prometheus.Gauge
+	unfinished  prometheus.Gauge
+	// bodiesRefused counts bodies refused while they arrived: per_client,
+	// timeout, budget.
+	bodiesRefused *prometheus.CounterVec
 }
 
 func newMetrics(reg prometheus.Registerer) *metrics {
@@ -41,6 +45,15 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		inflight: f.NewGauge(prometheus.GaugeOpts{
 			Name: "wakegate_gateway_inflight_body_bytes", Help: "Bytes of request bodies being read or committed.",
 		}),
+		unfinished: f.NewGauge(prometheus.GaugeOpts{
+			Name: "wakegate_gateway_unfinished_bodies", Help: "Request bodies still arriving.",
+		}),
+		bodiesRefused: f.NewCounterVec(prometheus.CounterOpts{
+			Name: "wakegate_gateway_bodies_refused_total", Help: "Request bodies refused while they arrived, by reason (per_client, timeout, budget).",
+		}, []string{"reason"}),
+	}
+	for _, r := range []string{"per_client", "timeout", "budget"} {
+		m.bodiesRefused.WithLabelValues(r)
 	}
 	for _, o := range []string{"accepted", "ignored", "duplicate", "unmapped", "ping", "refused"} {
 		m.webhooks.WithLabelValues(o)

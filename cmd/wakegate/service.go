@@ -148,6 +148,7 @@ func buildGateway(cfg *config, st *stack.Stack, ready func() error) (*gateway.Se
 		Addr: cfg.Addr, WebhookSecrets: secrets, AppID: cfg.GitHubAppID, Workspaces: workspaces,
 		MaxBody: maxBody, Limits: limits, TokenSecret: tokenSecret, PresenceTTL: cfg.PresenceTTL,
 		OperatorPassword: []byte(cfg.OperatorPassword),
+		BodyTimeout:      cfg.BodyTimeout, BodiesPerClient: cfg.BodiesPerClient,
 	}, verifier, ready)
 }
 
