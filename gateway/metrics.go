@@ -18,6 +18,9 @@ type metrics struct {
 	// bodiesRefused counts bodies refused while they arrived: per_client,
 	// timeout, budget.
 	bodiesRefused *prometheus.CounterVec
+	// operatorLogins counts operator password logins that failed, and
+	// those refused unseen while their address was throttled.
+	operatorLogins *prometheus.CounterVec
 }
 
 func newMetrics(reg prometheus.Registerer) *metrics {
@@ -51,6 +54,12 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		bodiesRefused: f.NewCounterVec(prometheus.CounterOpts{
 			Name: "wakegate_gateway_bodies_refused_total", Help: "Request bodies refused while they arrived, by reason (per_client, timeout, budget).",
 		}, []string{"reason"}),
+	}
+	m.operatorLogins = f.NewCounterVec(prometheus.CounterOpts{
+		Name: "wakegate_gateway_operator_logins_refused_total", Help: "Operator password logins refused, by outcome (failed: a wrong password; throttled: refused unseen, too many failures from the address).",
+	}, []string{"outcome"})
+	for _, o := range []string{"failed", "throttled"} {
+		m.operatorLogins.WithLabelValues(o)
 	}
 	for _, r := range []string{"per_client", "timeout", "budget"} {
 		m.bodiesRefused.WithLabelValues(r)

@@ -128,12 +128,22 @@ func (s *Server) monitorAuth(c *gin.Context) {
 		return
 	}
 	if _, pass, ok := c.Request.BasicAuth(); ok && len(s.cfg.OperatorPassword) > 0 {
+		addr := c.RemoteIP()
+		if wait := s.logins.wait(addr); wait > 0 {
+			s.metrics.operatorLogins.WithLabelValues("throttled").Inc()
+			p := newProblem(http.StatusTooManyRequests, "rate-limited", "too many failed operator logins from this address; retry later")
+			p.retryAfter = wait
+			abort(c, p)
+			return
+		}
 		// Compare digests: constant time whatever the lengths.
 		got, want := sha256.Sum256([]byte(pass)), sha256.Sum256(s.cfg.OperatorPassword)
 		if subtle.ConstantTimeCompare(got[:], want[:]) == 1 {
 			c.Next()
 			return
 		}
+		s.logins.failed(addr)
+		s.metrics.operatorLogins.WithLabelValues("failed").Inc()
 	}
 	if len(s.cfg.OperatorPassword) > 0 {
 		c.Writer.Header().Add("WWW-Authenticate", `Basic realm="wakegate monitor", charset="UTF-8"`)

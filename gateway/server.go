@@ -116,6 +116,7 @@ type Server struct {
 	inboxes  *fanout // inbox updates, per party
 	inflight atomic.Int64
 	bodies   *bodyCounter // unfinished bodies per client address
+	logins   *loginThrottle
 	ready    atomic.Bool
 	stopping chan struct{} // closed when Run begins to stop: long-polls answer at once
 	handler  http.Handler
@@ -170,6 +171,7 @@ func New(cfg Config, deps Deps) (*Server, error) {
 		limiter:  newLimiter(cfg.Limits),
 		notifier: journalFanout(deps.Redis, deps.Journal.NotifyChannel(""), deps.Log),
 		bodies:   &bodyCounter{n: map[string]int{}, max: cfg.BodiesPerClient},
+		logins:   newLoginThrottle(cfg.Now),
 	}
 	if deps.Inbox != nil {
 		s.inboxes = inboxFanout(deps.Redis, deps.Inbox, deps.Log)
