@@ -181,6 +181,10 @@ func TestOperatorLoginThrottled(t *testing.T) {
 	if status, _, _ := request(t, http.MethodGet, url+"/monitor/", right); status != http.StatusTooManyRequests {
 		t.Fatalf("the right password from a throttled address: %d, want 429", status)
 	}
+	spoof := func(r *http.Request) { wrong(r); r.Header.Set("X-Forwarded-For", "203.0.113.9"); r.Header.Set("X-Real-IP", "203.0.113.9") }
+	if status, _, _ := request(t, http.MethodGet, url+"/monitor/", spoof); status != http.StatusTooManyRequests {
+		t.Fatalf("a throttled address naming another in X-Forwarded-For: %d, want 429 (the address is the TCP peer's)", status)
+	}
 	d := net.Dialer{LocalAddr: &net.TCPAddr{IP: net.IPv4(127, 0, 0, 2)}}
 	other := &http.Client{Transport: &http.Transport{DialContext: d.DialContext}}
 	req, _ := http.NewRequest(http.MethodGet, url+"/monitor/", nil)
@@ -195,8 +199,8 @@ func TestOperatorLoginThrottled(t *testing.T) {
 	}
 	_, _, metrics := request(t, http.MethodGet, url+"/metrics", nil)
 	if !strings.Contains(metrics, `wakegate_gateway_operator_logins_refused_total{outcome="failed"} `+strconv.Itoa(tries)) ||
-		!strings.Contains(metrics, `wakegate_gateway_operator_logins_refused_total{outcome="throttled"} 2`) {
-		t.Fatalf("login metrics after %d failures and 2 throttled: %s", tries, grepLines(metrics, "operator_logins"))
+		!strings.Contains(metrics, `wakegate_gateway_operator_logins_refused_total{outcome="throttled"} 3`) {
+		t.Fatalf("login metrics after %d failures and 3 throttled: %s", tries, grepLines(metrics, "operator_logins"))
 	}
 }
 
