@@ -181,7 +181,11 @@ func TestOperatorLoginThrottled(t *testing.T) {
 	if status, _, _ := request(t, http.MethodGet, url+"/monitor/", right); status != http.StatusTooManyRequests {
 		t.Fatalf("the right password from a throttled address: %d, want 429", status)
 	}
-	spoof := func(r *http.Request) { wrong(r); r.Header.Set("X-Forwarded-For", "203.0.113.9"); r.Header.Set("X-Real-IP", "203.0.113.9") }
+	spoof := func(r *http.Request) {
+		wrong(r)
+		r.Header.Set("X-Forwarded-For", "203.0.113.9")
+		r.Header.Set("X-Real-IP", "203.0.113.9")
+	}
 	if status, _, _ := request(t, http.MethodGet, url+"/monitor/", spoof); status != http.StatusTooManyRequests {
 		t.Fatalf("a throttled address naming another in X-Forwarded-For: %d, want 429 (the address is the TCP peer's)", status)
 	}
