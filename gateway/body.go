@@ -82,9 +82,9 @@ func (s *Server) guardBody(c *gin.Context) {
 		abort(c, p)
 		return
 	}
-	rc := http.NewResponseController(c.Writer)
-	_ = rc.SetReadDeadline(time.Now().Add(s.cfg.BodyTimeout)) // not supported in process: nothing to bound
-	g := &guardedBody{rc: r.Body, s: s, ctl: rc, addr: addr, counted: addr != ""}
+	// Not supported in process (the /mcp tools' requests): nothing to bound.
+	_ = http.NewResponseController(c.Writer).SetReadDeadline(time.Now().Add(s.cfg.BodyTimeout))
+	g := &guardedBody{rc: r.Body, s: s, addr: addr, counted: addr != ""}
 	s.metrics.unfinished.Inc()
 	r.Body = g
 	defer g.release()
@@ -95,7 +95,6 @@ func (s *Server) guardBody(c *gin.Context) {
 type guardedBody struct {
 	rc      io.ReadCloser
 	s       *Server
-	ctl     *http.ResponseController
 	addr    string
 	counted bool // holds one of addr's unfinished bodies
 
@@ -111,18 +110,15 @@ func (g *guardedBody) Read(p []byte) (int, error) {
 	if n > 0 {
 		if g.s.inflight.Add(int64(n)) > g.s.cfg.InflightBytes {
 			g.s.inflight.Add(-int64(n))
-			g.finishLocked(false)
+			g.finishLocked()
 			g.s.metrics.bodiesRefused.WithLabelValues("budget").Inc()
 			return 0, errInflightFull
 		}
 		g.reserved += int64(n)
 		g.s.metrics.inflight.Add(float64(n))
 	}
-	switch {
-	case err == io.EOF:
-		g.finishLocked(true)
-	case err != nil:
-		g.finishLocked(false)
+	if err != nil { // io.EOF included: the body is done
+		g.finishLocked()
 		if errors.Is(err, os.ErrDeadlineExceeded) {
 			g.s.metrics.bodiesRefused.WithLabelValues("timeout").Inc()
 			err = errBodyTimeout
@@ -133,11 +129,11 @@ func (g *guardedBody) Read(p []byte) (int, error) {
 
 func (g *guardedBody) Close() error { return g.rc.Close() }
 
-// finishLocked ends the body's unfinished state once. A body read to its
-// end lifts the read deadline (the connection may wait for a long-poll's
-// answer, and serves the next request); one that failed or was left
-// unread keeps it, which bounds the server's drain of its rest.
-func (g *guardedBody) finishLocked(complete bool) {
+// finishLocked ends the body's unfinished state once. The read deadline
+// stays: net/http lifts it itself when the body ends (before it watches
+// the connection for a hang-up), and for a body that failed or was left
+// unread it bounds the server's drain of the rest.
+func (g *guardedBody) finishLocked() {
 	if g.done {
 		return
 	}
@@ -146,16 +142,13 @@ func (g *guardedBody) finishLocked(complete bool) {
 	if g.counted {
 		g.s.bodies.release(g.addr)
 	}
-	if complete {
-		_ = g.ctl.SetReadDeadline(time.Time{})
-	}
 }
 
 // release gives back the body's budget when its request ends.
 func (g *guardedBody) release() {
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	g.finishLocked(false)
+	g.finishLocked()
 	g.s.inflight.Add(-g.reserved)
 	g.s.metrics.inflight.Sub(float64(g.reserved))
 	g.reserved = 0
