@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -178,6 +179,7 @@ func (r *Router) Handle(ctx context.Context, shard int, e *event.Event) error {
 	if err != nil {
 		return err
 	}
+	e = v.event // with the lineage routing resolved
 	if len(to) == 0 && strings.HasPrefix(e.Subject, "session:") && e.Priority.Rank() >= event.Attention.Rank() {
 		return r.undeliverable(ctx, e) // nobody, not even the fallback
 	}
@@ -203,8 +205,9 @@ func (r *Router) Handle(ctx context.Context, shard int, e *event.Event) error {
 // first the settings, the session's record, the subscriptions e matches
 // and the supervision edges up its lineage; then the liveness of the
 // controller candidates, and the holds state and push endpoint of every
-// party that may hear e (a third when the session has labels: the
-// subscriptions are matched again with them).
+// party that may hear e (a third when the session has labels, or
+// ancestors the event does not carry: the subscriptions are matched again
+// with them, and the ancestors' edges read).
 func (r *Router) recipients(ctx context.Context, e *event.Event, now time.Time) (map[string]recipient, *view, error) {
 	b := batchFrom(ctx)
 	// A message goes to its target and the target's observers only
@@ -251,21 +254,42 @@ func (r *Router) recipients(ctx context.Context, e *event.Event, now time.Time) 
 			return nil, nil, err
 		}
 	}
+	var edges map[string][]supervision.Edge
+	if readEdges != nil {
+		if edges, err = readEdges(); err != nil {
+			return nil, nil, err
+		}
+	}
 	if readSession != nil {
 		s, err := readSession(now)
 		if err != nil {
 			return nil, nil, err
 		}
-		if len(s.Labels) > 0 { // the label index sets join the match
+		if len(e.Lineage) == 0 && len(s.Lineage) > 0 {
+			// An event about a session that carries no lineage (what the
+			// tracker derives about a linked PR) reaches the session's
+			// chain as the session's own events do (docs/design.md §5):
+			// its recorded ancestors join the chain, their subtree
+			// subscriptions and supervision edges are read in one more
+			// round trip.
+			resolved := *e
+			resolved.Lineage = slices.Clone(s.Lineage)
+			e = &resolved
+			chain = append([]string{e.SessionID}, e.Lineage...)
+			p := r.rdb.Pipeline()
+			readMatches := r.subs.QueueMatch(ctx, p, e, s.Labels)
+			readEdges := r.sup.QueueEdgesFor(ctx, p, e.Workspace, chain)
+			_, _ = p.Exec(ctx)
+			if matches, err = readMatches(); err != nil {
+				return nil, nil, err
+			}
+			if edges, err = readEdges(); err != nil {
+				return nil, nil, err
+			}
+		} else if len(s.Labels) > 0 { // the label index sets join the match
 			if matches, err = r.subs.Match(ctx, e, s.Labels); err != nil {
 				return nil, nil, err
 			}
-		}
-	}
-	var edges map[string][]supervision.Edge
-	if readEdges != nil {
-		if edges, err = readEdges(); err != nil {
-			return nil, nil, err
 		}
 	}
 
@@ -355,7 +379,7 @@ func (r *Router) recipients(ctx context.Context, e *event.Event, now time.Time) 
 			}
 		}
 	}
-	v := &view{settings: settings}
+	v := &view{event: e, settings: settings}
 	if readStates != nil {
 		if v.states, err = readStates(); err != nil {
 			return nil, nil, err
@@ -387,10 +411,11 @@ func (r *Router) recipients(ctx context.Context, e *event.Event, now time.Time) 
 	return to, v, nil
 }
 
-// view is what recipients read besides who they are: the workspace
-// settings, and for every party that may hear the event its holds state
+// view is what recipients read besides who they are: the event as
+// routed, the workspace settings, and for every party that may hear the event its holds state
 // (nil without holds) and its endpoint (nil map: not read).
 type view struct {
+	event     *event.Event // e, with the lineage routing resolved (see recipients)
 	settings  supervision.Settings
 	states    map[string]holds.State
 	endpoints map[string]*dpush.Endpoint
