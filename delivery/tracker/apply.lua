@@ -8,7 +8,8 @@
 -- ARGV[5]    = input JSON (applyInput in apply.go): workspace, repo, guid,
 --              source, the own event's envelope (type, subject, id, time,
 --              priority, coalescekey, terminal, summary), number (the PR the
---              subject names, 0 if none), sha_subject, and at most one of
+--              subject names, 0 if none), sha_subject, deploy_sha (a
+--              deployment status: its sha), and at most one of
 --              pr / check / review; plus now_ms, now_time, settle_ms,
 --              retention (s) and req (base → required check names)
 -- ARGV[6]    = the own event's data, raw JSON ("" for none)
@@ -139,6 +140,42 @@ local function own_event(subject, id, n, linked)
   })
 end
 
+-- maxDeployPRs bounds the PRs a deployment status names.
+local maxDeployPRs = 10
+
+-- deploy_event journals a deployment status about its sha: the PRs whose
+-- head the sha is or was (the sha index) are spliced into its data as
+-- pull_requests, and it carries the sessionid of the first of them linked
+-- in ws, so the router reaches those PRs' people too (docs/design.md §3).
+local function deploy_event(id)
+  local prs = {}
+  for _, v in ipairs(redis.call('SMEMBERS', k_index(repo, I.deploy_sha))) do
+    local n = tonumber(v)
+    if n and n > 0 then prs[#prs + 1] = n end
+  end
+  table.sort(prs)
+  local data, session = DATA, nil
+  if #prs > 0 then
+    local parts = {}
+    for i = 1, math.min(#prs, maxDeployPRs) do
+      parts[i] = int(prs[i])
+      session = session or link(ws, repo, prs[i])
+    end
+    local list = '"pull_requests":[' .. table.concat(parts, ',') .. ']'
+    if data == '' or string.match(data, '^%s*{%s*}%s*$') then
+      data = '{' .. list .. '}'
+    else
+      data = string.gsub(data, '^%s*{', function() return '{' .. list .. ',' end, 1)
+    end
+  end
+  emit({
+    id = id, source = I.source, type = I.type, subject = I.subject,
+    time = I.time, workspace = ws, sessionid = session,
+    priority = I.priority, coalescekey = I.coalescekey,
+    terminal = I.terminal, summary = I.summary, data = data,
+  })
+end
+
 -- tr_apply folds one fact (the input table I and the raw data DATA) in.
 local function tr_apply(input, data)
   I, DATA = input, data
@@ -180,7 +217,9 @@ local function tr_apply(input, data)
 
   -- 3. The delivery's own event(s).
   if I.type ~= '' then
-    if I.subject ~= '' or not I.check then
+    if I.deploy_sha and I.deploy_sha ~= '' then
+      deploy_event(I.id ~= '' and I.id or I.guid)
+    elseif I.subject ~= '' or not I.check then
       -- apply_pr writes none of the link's fields: what cur read stands
       local linked
       if cur and I.number == I.pr.number then linked = { cur[5], cur[6] } end

@@ -144,6 +144,7 @@ type applyInput struct {
 	Summary     string       `json:"summary"`
 	Number      int          `json:"number"`
 	ShaSubject  string       `json:"sha_subject"`
+	DeploySHA   string       `json:"deploy_sha,omitempty"` // a deployment status: the sha deployed
 	PR          *prInput     `json:"pr,omitempty"`
 	Check       *checkInput  `json:"check,omitempty"`
 	Review      *reviewInput `json:"review,omitempty"`
@@ -188,7 +189,10 @@ type reviewInput struct {
 // it resolves to (the payload's PRs and the sha index) with id
 // "<guid>/<n>", or once to the sha subject with id "<guid>" when no PR is
 // known. It carries sessionid when its PR is linked to a session of this
-// workspace.
+// workspace. A deployment status keeps its sha subject; the PRs whose head
+// the sha is or was (the sha index) are listed in its data.pull_requests,
+// and it carries the sessionid of the first of them linked to a session,
+// so the router reaches them too.
 //
 // Apply is idempotent: re-applying the same (guid, fact) changes nothing
 // and appends nothing. A fact with Ignored set, or with nothing to track
@@ -273,6 +277,13 @@ func (t *Tracker) applyInput(workspace, guid string, f *github.Fact, now time.Ti
 	}
 	if f.Repo == "" {
 		in.Source = "//github.com"
+	}
+	if f.Type == "github.deployment_status" && f.Repo != "" {
+		// It also reaches the PRs whose head is its sha (docs/design.md §3).
+		in.DeploySHA, _ = strings.CutPrefix(f.Subject, "github:"+f.Repo+"@")
+		if in.DeploySHA == f.Subject || strings.ContainsAny(in.DeploySHA, "{}\n") {
+			in.DeploySHA = ""
+		}
 	}
 	switch {
 	case f.PR != nil:

@@ -237,6 +237,16 @@ func (r *Router) recipients(ctx context.Context, e *event.Event, now time.Time) 
 			readMatches = r.subs.QueueMatch(ctx, p, e, nil)
 		}
 	}
+	// A deployment status also reaches the PRs its data names: their
+	// subscribers are matched as if it were about each of them.
+	var readAlso []func() ([]subscriptions.Subscription, error)
+	if !message {
+		for _, subj := range alsoAbout(e) {
+			x := *e
+			x.Subject = subj
+			readAlso = append(readAlso, r.subs.QueueMatch(ctx, p, &x, nil))
+		}
+	}
 	var readEdges func() (map[string][]supervision.Edge, error)
 	if chain != nil {
 		readEdges = r.sup.QueueEdgesFor(ctx, p, e.Workspace, chain)
@@ -289,6 +299,18 @@ func (r *Router) recipients(ctx context.Context, e *event.Event, now time.Time) 
 		} else if len(s.Labels) > 0 { // the label index sets join the match
 			if matches, err = r.subs.Match(ctx, e, s.Labels); err != nil {
 				return nil, nil, err
+			}
+		}
+	}
+
+	for _, read := range readAlso {
+		also, err := read()
+		if err != nil {
+			return nil, nil, err
+		}
+		for _, s := range also {
+			if !slices.ContainsFunc(matches, func(m subscriptions.Subscription) bool { return m.ID == s.ID }) {
+				matches = append(matches, s)
 			}
 		}
 	}
@@ -409,6 +431,32 @@ func (r *Router) recipients(ctx context.Context, e *event.Event, now time.Time) 
 		}
 	}
 	return to, v, nil
+}
+
+// maxAlso bounds the other subjects an event reaches.
+const maxAlso = 10
+
+// alsoAbout lists the subjects e reaches besides its own: a deployment
+// status reaches the PRs whose head its sha is, which the tracker names
+// in data.pull_requests (docs/design.md §3).
+func alsoAbout(e *event.Event) []string {
+	if e.Type != "github.deployment_status" || len(e.Data) == 0 {
+		return nil
+	}
+	var d struct {
+		Repo string `json:"repo"`
+		PRs  []int  `json:"pull_requests"`
+	}
+	if json.Unmarshal(e.Data, &d) != nil || d.Repo == "" || !strings.HasPrefix(e.Subject, "github:"+d.Repo+"@") {
+		return nil
+	}
+	var out []string
+	for _, n := range d.PRs {
+		if n > 0 && len(out) < maxAlso {
+			out = append(out, event.PRSubject(d.Repo, n))
+		}
+	}
+	return out
 }
 
 // view is what recipients read besides who they are: the event as

@@ -1,0 +1,201 @@
+package integration
+
+// A linked PR's people: the author's whole chain hears its milestones, a
+// deployment of its head reaches it, and PRs get linked without anyone
+// remembering to (the Wakegate-Session trailer, the post-tool-use hook).
+// Every GitHub fact is a real signed webhook from testdata/github.
+
+import (
+	"encoding/json"
+	"net/http"
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/wakegate/wakegate/delivery/inbox"
+	"github.com/wakegate/wakegate/providers/event"
+)
+
+// testdata reads a fixture under the repository's testdata/github or
+// fails the test.
+func testdata(t testing.TB, rel string) []byte {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join("..", "testdata", "github", rel))
+	if err != nil {
+		t.Fatalf("fixture %s: %v", rel, err)
+	}
+	return b
+}
+
+// accepted sends a signed webhook and fails the test unless it was
+// accepted (202).
+func (c *client) accepted(t testing.TB, eventType string, body []byte) {
+	t.Helper()
+	if r := c.mustWebhook(t, eventType, newGUID(), body); r.Status != 202 {
+		t.Fatalf("%s webhook: %s, want 202", eventType, r)
+	}
+}
+
+// spawned pushes session.spawned for tok's session under parent (the
+// commit records the lineage).
+func spawned(t *testing.T, c *client, tok, id, parent string) {
+	t.Helper()
+	c.accept(t, tok, ce(id+"-spawned", "session.spawned", map[string]any{"data": map[string]any{"parent": parent}}))
+}
+
+// controlledBy waits until GET /v1/sessions/{id}/supervision names party
+// as the session's effective controller: the spawns were routed (the
+// spawner's lease is set then), so what follows climbs as it should.
+func controlledBy(t *testing.T, c *client, tok, id, party string) {
+	t.Helper()
+	waitFor(t, routeTimeout, party+" controls "+id, func() (bool, string) {
+		r := c.get(t, "/v1/sessions/"+id+"/supervision", tok)
+		var sv struct {
+			Effective struct {
+				Party string `json:"party"`
+			} `json:"effective_controller"`
+		}
+		_ = json.Unmarshal(r.Body, &sv)
+		return sv.Effective.Party == party, r.String()
+	})
+}
+
+// TestFleetPRLineage: a grandchild's PR after its parent exited reaches
+// the grandparent (not the workspace default), and a subtree observer of
+// the root hears every milestone of the PR — opened, ready, checks_failed,
+// the approving review, the merge — as it hears the grandchild's own
+// events.
+func TestFleetPRLineage(t *testing.T) {
+	t.Parallel()
+	const ws = "default"
+	s := newStack(t, nil)
+	p := s.start("serve", "serve", nil)
+	c := s.client(p)
+	root := s.token(t, "session:root", ws, "events:push inbox")
+	mid := s.token(t, "session:mid", ws, "events:push inbox")
+	kid := s.token(t, "session:kid", ws, "events:push inbox")
+	watcher := s.token(t, "human:watcher", ws, "supervise inbox")
+	admin := s.token(t, "human:admin", ws, "admin")
+	reader := s.token(t, "human:auditor", ws, "events:read events:read:any")
+	dflt := s.token(t, "human:default", ws, "inbox")
+
+	c.putSettings(t, admin, map[string]any{"default_controller": "human:default"})
+	c.accept(t, root, ce("root-start", "session.turn_started", nil))
+	spawned(t, c, mid, "mid", "root")
+	spawned(t, c, kid, "kid", "mid")
+	if r := c.send(t, http.MethodPost, "/v1/sessions/root/supervise", watcher,
+		map[string]any{"role": "observer", "scope": "subtree"}); r.Status != 200 {
+		t.Fatalf("observe root's subtree: %s", r)
+	}
+	controlledBy(t, c, watcher, "kid", "session:mid")
+	c.accept(t, mid, ce("mid-exited", "session.exited", nil))
+	controlledBy(t, c, watcher, "kid", "session:root")
+	c.accept(t, kid, ce("kid-pr", "session.pr_opened", map[string]any{"data": map[string]any{"repo": repo, "number": 2}}))
+
+	opened := testdata(t, "octokit/pull_request/opened.payload.json")
+	head := prHead(t, opened)
+	c.accepted(t, "pull_request", opened)
+	// A passing check at head (ready), then a failing one (checks_failed).
+	pass := editJSON(t, atHead(t, testdata(t, "octokit/check_run/completed.payload.json"), head), func(m map[string]any) {
+		obj(m, "check_run")["name"] = "build"
+	})
+	c.accepted(t, "check_run", pass)
+	s.waitEvents(t, routeTimeout, "ready", func(evs []*event.Event) bool {
+		return len(byType(evs, "github.pull_request.ready", prSubj)) == 1
+	})
+	c.accepted(t, "check_run", atHead(t, testdata(t, "octokit/check_run/completed.1.payload.json"), head))
+	c.accepted(t, "pull_request_review", testdata(t, "derived/pull_request_review.submitted.approved.json"))
+	c.accepted(t, "pull_request", testdata(t, "derived/pull_request.closed.merged.json"))
+	// The kid's own idle turn end, for comparison: it reaches root too.
+	c.accept(t, kid, idleTurn("kid-turn", nil))
+	s.routed(t, true)
+
+	milestones := map[string]string{} // id → type
+	for _, typ := range []string{"github.pull_request.opened", "github.pull_request.ready", "github.pull_request.checks_failed",
+		"github.pull_request_review.submitted", "github.pull_request.closed"} {
+		evs := byType(c.journalOf(t, reader, typ), typ, prSubj)
+		if len(evs) != 1 {
+			t.Fatalf("%d %s about %s journaled, want 1: %s", len(evs), typ, prSubj, summarize(evs))
+		}
+		if evs[0].SessionID != "kid" {
+			t.Errorf("%s carries sessionid %q, want kid (the linked session)", typ, evs[0].SessionID)
+		}
+		milestones[evs[0].ID] = typ
+	}
+	for _, who := range []struct{ name, tok, via string }{
+		{"root (the nearest live ancestor's controller)", root, inbox.ViaController},
+		{"the subtree observer of root", watcher, inbox.ViaObserver},
+	} {
+		pg := c.inbox(t, who.tok, "")
+		e := entry(pg.Entries, prSubj)
+		if e == nil {
+			t.Errorf("%s has no entry about %s: %s", who.name, prSubj, describeEntries(pg.Entries))
+			continue
+		}
+		for id, typ := range milestones {
+			if !contains(e.FoldedIDs, id) {
+				t.Errorf("%s did not hear %s (%s): its entry folded %v", who.name, typ, id, e.FoldedIDs)
+			}
+		}
+		if e.Via != who.via {
+			t.Errorf("%s's entry about %s came via %s, want %s", who.name, prSubj, e.Via, who.via)
+		}
+		if k := entry(pg.Entries, "session:kid"); k == nil || !contains(k.FoldedIDs, "kid-turn") {
+			t.Errorf("%s did not hear kid's own turn end: %s", who.name, describeEntries(pg.Entries))
+		}
+	}
+	if pg := c.inbox(t, dflt, ""); entry(pg.Entries, prSubj) != nil {
+		t.Errorf("the workspace default heard of the kid's PR though root is alive: %s", describeEntries(pg.Entries))
+	}
+}
+
+// TestFleetPRDeployment: a deployment status of a PR's head reaches the
+// PR's people — the author's controller, a subscriber of the repository's
+// PRs — as well as a subscriber of the repository's commits (github:…@*).
+func TestFleetPRDeployment(t *testing.T) {
+	t.Parallel()
+	const ws = "default"
+	s := newStack(t, nil)
+	p := s.start("serve", "serve", nil)
+	c := s.client(p)
+	boss := s.token(t, "session:boss", ws, "events:push inbox")
+	author := s.token(t, "session:author", ws, "events:push inbox")
+	prs := s.token(t, "human:prs", ws, "subscribe inbox")
+	shas := s.token(t, "human:shas", ws, "subscribe inbox")
+	reader := s.token(t, "human:auditor", ws, "events:read events:read:any")
+	for _, sub := range []struct{ tok, subject string }{{prs, "github:" + repo + "#*"}, {shas, "github:" + repo + "@*"}} {
+		if r := c.send(t, http.MethodPost, "/v1/subscriptions", sub.tok, map[string]any{"subjects": []string{sub.subject}}); r.Status != 201 {
+			t.Fatalf("subscribe %s: %s, want 201", sub.subject, r)
+		}
+	}
+	c.accept(t, boss, ce("boss-start", "session.turn_started", nil))
+	spawned(t, c, author, "author", "boss")
+	controlledBy(t, c, s.token(t, "human:operator", ws, "supervise"), "author", "session:boss")
+	c.accept(t, author, ce("author-pr", "session.pr_opened", map[string]any{"data": map[string]any{"repo": repo, "number": 2}}))
+	opened := testdata(t, "octokit/pull_request/opened.payload.json")
+	head := prHead(t, opened)
+	c.accepted(t, "pull_request", opened)
+	failed := editJSON(t, testdata(t, "octokit/deployment_status/payload.json"), func(m map[string]any) {
+		obj(m, "deployment")["sha"] = head
+		obj(m, "deployment_status")["state"] = "failure"
+	})
+	c.accepted(t, "deployment_status", failed)
+	s.routed(t, true)
+
+	deploys := c.journalOf(t, reader, "github.deployment_status")
+	if len(deploys) != 1 || deploys[0].Subject != event.ShaSubject(repo, head) || deploys[0].SessionID != "author" {
+		t.Fatalf("deployment statuses journaled: %s; want one about %s carrying sessionid author", summarize(deploys), event.ShaSubject(repo, head))
+	}
+	d := deploys[0]
+	for _, who := range []struct{ name, tok, via string }{
+		{"boss (the author's controller)", boss, inbox.ViaController},
+		{"the subscriber of the repository's PRs", prs, inbox.ViaSubscription},
+		{"the subscriber of the repository's commits", shas, inbox.ViaSubscription},
+	} {
+		pg := c.inbox(t, who.tok, "")
+		e := entry(pg.Entries, d.CoalesceKey)
+		if e == nil || !contains(e.FoldedIDs, d.ID) || e.Via != who.via || e.Priority != event.Attention {
+			t.Errorf("%s: entries %s; want the failed deployment (%s, key %s) via %s, attention", who.name, describeEntries(pg.Entries), d.ID, d.CoalesceKey, who.via)
+		}
+	}
+}
