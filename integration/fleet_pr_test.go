@@ -7,6 +7,7 @@ package integration
 
 import (
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -197,5 +198,123 @@ func TestFleetPRDeployment(t *testing.T) {
 		if e == nil || !contains(e.FoldedIDs, d.ID) || e.Via != who.via || e.Priority != event.Attention {
 			t.Errorf("%s: entries %s; want the failed deployment (%s, key %s) via %s, attention", who.name, describeEntries(pg.Entries), d.ID, d.CoalesceKey, who.via)
 		}
+	}
+}
+
+// prFact is the opened fixture as PR number n of the repository, with
+// action and body set.
+func prFact(t testing.TB, n int, action, body string) []byte {
+	t.Helper()
+	return editJSON(t, testdata(t, "octokit/pull_request/opened.payload.json"), func(m map[string]any) {
+		m["action"] = action
+		m["number"] = n
+		pr := obj(m, "pull_request")
+		pr["number"] = n
+		pr["body"] = body
+		pr["html_url"] = fmt.Sprintf("https://github.com/%s/pull/%d", repo, n)
+	})
+}
+
+// TestFleetPRTrailer: a Wakegate-Session trailer in a PR body links the PR
+// to that session when it is opened or edited and nothing claims it; a
+// session's own claim wins over a trailer link, before or after it; a
+// trailer naming a session nobody knows links nothing and the journal
+// says so.
+func TestFleetPRTrailer(t *testing.T) {
+	t.Parallel()
+	const ws = "default"
+	s := newStack(t, nil)
+	p := s.start("serve", "serve", nil)
+	c := s.client(p)
+	boss := s.token(t, "session:boss", ws, "events:push inbox")
+	trailed := s.token(t, "session:trailed", ws, "events:push inbox")
+	claimer := s.token(t, "session:claimer", ws, "events:push inbox")
+	reader := s.token(t, "human:auditor", ws, "events:read events:read:any")
+	c.accept(t, boss, ce("boss-start", "session.turn_started", nil))
+	spawned(t, c, trailed, "trailed", "boss")
+	c.accept(t, claimer, ce("claimer-start", "session.turn_started", nil))
+	controlledBy(t, c, s.token(t, "human:operator", ws, "supervise"), "trailed", "session:boss")
+	claim := func(tok string, n int) *response {
+		return c.mustPush(t, tok, ctEvent, ce(fmt.Sprintf("claim-%d", n), "session.pr_opened",
+			map[string]any{"data": map[string]any{"repo": repo, "number": n}}))
+	}
+	subj := func(n int) string { return event.PRSubject(repo, n) }
+	one := func(typ string, n int) *event.Event {
+		t.Helper()
+		evs := byType(c.journalOf(t, reader, typ), typ, subj(n))
+		if len(evs) != 1 {
+			t.Fatalf("%d %s about %s, want 1: %s", len(evs), typ, subj(n), summarize(evs))
+		}
+		return evs[0]
+	}
+
+	// 1. Opened with the trailer: the opened event itself carries the
+	// session, and its controller hears of it.
+	c.accepted(t, "pull_request", prFact(t, 11, "opened", "Adds a thing.\n\nWakegate-Session: trailed\n"))
+	// 2. Opened with no trailer, then edited to carry one: linked.
+	c.accepted(t, "pull_request", prFact(t, 12, "opened", "No trailer yet."))
+	s.routed(t, true)
+	c.accepted(t, "pull_request", prFact(t, 12, "edited", "Now it has one.\r\nwakegate-session: trailed"))
+	// 3. A trailer link, then the session's own claim: the claim wins.
+	c.accepted(t, "pull_request", prFact(t, 13, "opened", "Wakegate-Session: trailed"))
+	s.routed(t, true)
+	if r := claim(claimer, 13); r.Status != 202 {
+		t.Errorf("claimer's claim of a PR only a trailer linked: %s, want 202", r)
+	}
+	// 4. A claim first: a trailer naming another session changes nothing.
+	if r := claim(claimer, 14); r.Status != 202 {
+		t.Fatalf("claim of #14: %s", r)
+	}
+	c.accepted(t, "pull_request", prFact(t, 14, "opened", "Wakegate-Session: trailed"))
+	// 5. A trailer naming a session nobody knows links nothing.
+	c.accepted(t, "pull_request", prFact(t, 15, "opened", "Wakegate-Session: ghost"))
+	s.routed(t, true)
+
+	if e := one("github.pull_request.opened", 11); e.SessionID != "trailed" {
+		t.Errorf("#11 opened with the trailer carries sessionid %q, want trailed", e.SessionID)
+	}
+	pg := c.inbox(t, boss, "")
+	if e := entry(pg.Entries, subj(11)); e == nil || e.Type != "github.pull_request.opened" || e.Via != inbox.ViaController {
+		t.Errorf("boss (trailed's controller) entries %s; want #11's opened via controller", describeEntries(pg.Entries))
+	}
+	if e := one("github.pull_request.linked", 12); e.SessionID != "trailed" || e.ID != "pr/12/linked/trailed" {
+		t.Errorf("#12 edited to carry the trailer: linked %+v, want sessionid trailed, id pr/12/linked/trailed", e)
+	}
+	if e := entry(pg.Entries, subj(12)); e == nil || !contains(e.FoldedIDs, "pr/12/linked/trailed") {
+		t.Errorf("boss did not hear #12 linked: %s", describeEntries(pg.Entries))
+	}
+	if e := one("github.pull_request.linked", 13); e.SessionID != "claimer" {
+		t.Errorf("#13 claimed after a trailer link: linked carries %q, want claimer", e.SessionID)
+	}
+	if e := one("github.pull_request.opened", 14); e.SessionID != "claimer" {
+		t.Errorf("#14 claimed, then opened with another session's trailer: sessionid %q, want claimer", e.SessionID)
+	}
+	if e := one("github.pull_request.opened", 15); e.SessionID != "" {
+		t.Errorf("#15's trailer names an unknown session, yet opened carries sessionid %q", e.SessionID)
+	}
+	refused := one("wakegate.link_refused", 15)
+	var d struct{ Session, Reason string }
+	_ = json.Unmarshal(refused.Data, &d)
+	if d.Session != "ghost" || d.Reason != "unknown session" {
+		t.Errorf("link_refused data %s: want session ghost, reason unknown session", refused.Data)
+	}
+	// Later facts follow the link that stands.
+	merged := func(n int) []byte {
+		return editJSON(t, testdata(t, "derived/pull_request.closed.merged.json"), func(m map[string]any) {
+			m["number"] = n
+			obj(m, "pull_request")["number"] = n
+		})
+	}
+	c.accepted(t, "pull_request", merged(13))
+	c.accepted(t, "pull_request", merged(15))
+	s.routed(t, true)
+	if e := one("github.pull_request.closed", 13); e.SessionID != "claimer" {
+		t.Errorf("#13 merged after the claim won: sessionid %q, want claimer", e.SessionID)
+	}
+	if e := one("github.pull_request.closed", 15); e.SessionID != "" {
+		t.Errorf("#15 merged: sessionid %q, want none (nothing linked it)", e.SessionID)
+	}
+	if n := len(byType(c.journalOf(t, reader, "wakegate.link_conflict"), "wakegate.link_conflict", "")); n != 0 {
+		t.Errorf("%d link conflicts journaled: a claim over a trailer link is no conflict", n)
 	}
 }

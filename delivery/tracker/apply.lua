@@ -140,6 +140,32 @@ local function own_event(subject, id, n, linked)
   })
 end
 
+-- trailer_link applies a PR body's Wakegate-Session trailer (p.trailer)
+-- after apply_pr: while nothing links the PR (cur[5], read before), it
+-- links it to that session of ws, marked session_via=trailer so that the
+-- session's own claim (claim.lua) replaces it. A session the registry
+-- does not know links nothing: wakegate.link_refused says so, once per
+-- (PR, session). Returns the session linked now, or nil.
+local function trailer_link(p, cur)
+  if not p.trailer or p.trailer == '' or cur[5] then return nil end
+  local n = p.number
+  if not p.trailer_known then
+    emit({
+      id = 'link_refused/' .. repo .. '#' .. int(n) .. '/' .. p.trailer,
+      source = p.server_source, type = 'wakegate.link_refused',
+      subject = pr_subject(repo, n), time = NOW_TIME, workspace = ws,
+      priority = 'internal',
+      summary = 'PR #' .. int(n) .. ' (' .. repo .. ') names session ' .. p.trailer ..
+        ' in a Wakegate-Session trailer; no such session: not linked',
+      data = cjson.encode({ repo = repo, number = n, session = p.trailer, via = 'trailer', reason = 'unknown session' }),
+    })
+    return nil
+  end
+  redis.call('HSET', k_pr(repo, n), 'session', p.trailer, 'session_ws', ws, 'session_via', 'trailer')
+  cur[5], cur[6] = p.trailer, ws
+  return p.trailer
+end
+
 -- maxDeployPRs bounds the PRs a deployment status names.
 local maxDeployPRs = 10
 
@@ -211,7 +237,11 @@ local function tr_apply(input, data)
   end
 
   -- 2. Fold the fact into the tracker.
-  if I.pr then apply_pr(I.pr, cur) end
+  local trailed
+  if I.pr then
+    apply_pr(I.pr, cur)
+    trailed = trailer_link(I.pr, cur)
+  end
   if I.review then apply_review(I.review) end
   if I.check then apply_check(I.check) end
 
@@ -234,6 +264,16 @@ local function tr_apply(input, data)
         own_event(pr_subject(repo, n), base_id .. '/' .. int(n), n)
       end
     end
+  end
+
+  -- A trailer link the own event does not announce (an edit): the
+  -- author's chain hears of the PR once, as after a late claim.
+  if trailed and I.pr.action ~= 'opened' then
+    local h = hash(k_pr(repo, I.pr.number))
+    local title = string.gsub(h.title or '', '[\r\n]+', ' ')
+    synth(ws, repo, I.pr.number, h, 'linked', 'linked/' .. trailed, 'attention',
+      'PR #' .. int(I.pr.number) .. ' linked to session ' .. trailed .. ': ' .. title .. ' (' .. repo .. ')',
+      { session = trailed, state = h.state, via = 'trailer' })
   end
 
   -- 4. What the new state makes true.

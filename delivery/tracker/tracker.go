@@ -79,6 +79,11 @@ type Config struct {
 	Retention time.Duration
 	// Logger receives RunSettler's errors. Default: discarded.
 	Logger *slog.Logger
+	// KnownSession reports whether a session of a workspace is known to
+	// the session registry; a Wakegate-Session trailer naming an unknown
+	// one links nothing (docs/design.md §3). Nil: every trailer names an
+	// unknown session.
+	KnownSession func(ctx context.Context, workspace, id string) (bool, error)
 }
 
 func (c Config) withDefaults() Config {
@@ -152,6 +157,7 @@ type applyInput struct {
 
 type prInput struct {
 	Number    int    `json:"number"`
+	Action    string `json:"action"`
 	State     string `json:"state"`
 	Draft     bool   `json:"draft"`
 	Merged    bool   `json:"merged"`
@@ -161,6 +167,12 @@ type prInput struct {
 	Title     string `json:"title"`
 	Labels    string `json:"labels"` // JSON array, stored as is
 	UpdatedMS int64  `json:"updated_ms"`
+	// Trailer is the session the body's Wakegate-Session line names;
+	// TrailerKnown whether the registry knows it (read before the script:
+	// the registry lives in other slots).
+	Trailer      string `json:"trailer,omitempty"`
+	TrailerKnown bool   `json:"trailer_known,omitempty"`
+	ServerSource string `json:"server_source"`
 }
 
 type checkInput struct {
@@ -201,7 +213,7 @@ func (t *Tracker) Apply(ctx context.Context, workspace, guid string, f *github.F
 	if f == nil || f.Ignored != "" || (f.Type == "" && f.PR == nil && f.Check == nil && f.Review == nil) {
 		return Result{}, nil
 	}
-	in, data, err := t.applyInput(workspace, guid, f, now)
+	in, data, err := t.applyInput(ctx, workspace, guid, f, now)
 	if err != nil {
 		return Result{}, err
 	}
@@ -228,7 +240,7 @@ func (t *Tracker) Apply(ctx context.Context, workspace, guid string, f *github.F
 }
 
 // applyInput validates f and builds the script's input and raw data.
-func (t *Tracker) applyInput(workspace, guid string, f *github.Fact, now time.Time) (*applyInput, string, error) {
+func (t *Tracker) applyInput(ctx context.Context, workspace, guid string, f *github.Fact, now time.Time) (*applyInput, string, error) {
 	invalid := func(format string, args ...any) error {
 		return fmt.Errorf("%w: %s", ErrInvalidFact, fmt.Sprintf(format, args...))
 	}
@@ -297,9 +309,19 @@ func (t *Tracker) applyInput(workspace, guid string, f *github.Fact, now time.Ti
 		}
 		lb, _ := json.Marshal(labels)
 		in.PR = &prInput{
-			Number: p.Number, State: p.State, Draft: p.Draft, Merged: p.Merged,
+			Number: p.Number, Action: p.Action, State: p.State, Draft: p.Draft, Merged: p.Merged,
 			Head: p.Head, Base: p.Base, Author: p.Author, Title: p.Title,
-			Labels: string(lb), UpdatedMS: millis(p.UpdatedAt),
+			Labels: string(lb), UpdatedMS: millis(p.UpdatedAt), ServerSource: event.ServerSource(workspace),
+		}
+		if p.Trailer != "" && event.ValidID(p.Trailer) {
+			in.PR.Trailer = p.Trailer
+			if t.cfg.KnownSession != nil {
+				known, err := t.cfg.KnownSession(ctx, workspace, p.Trailer)
+				if err != nil {
+					return nil, "", fmt.Errorf("session %s of the trailer: %w", p.Trailer, err)
+				}
+				in.PR.TrailerKnown = known
+			}
 		}
 	case f.Check != nil:
 		c := f.Check
