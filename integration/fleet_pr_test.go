@@ -6,10 +6,12 @@ package integration
 // Every GitHub fact is a real signed webhook from testdata/github.
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
 	"net/http"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"testing"
 
@@ -316,5 +318,99 @@ func TestFleetPRTrailer(t *testing.T) {
 	}
 	if n := len(byType(c.journalOf(t, reader, "wakegate.link_conflict"), "wakegate.link_conflict", "")); n != 0 {
 		t.Errorf("%d link conflicts journaled: a claim over a trailer link is no conflict", n)
+	}
+}
+
+// runHook runs `wakegate hook args…` as a process, as Claude Code runs a
+// command hook: its hook JSON on stdin. It returns the exit code, stdout
+// and stderr.
+func runHook(t *testing.T, p *proc, token string, stdin any, args ...string) (int, string, string) {
+	t.Helper()
+	in, err := json.Marshal(stdin)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(binPath, append([]string{"hook"}, args...)...)
+	cmd.Env = append(os.Environ(), "WAKEGATE_URL=http://"+p.Addr, "WAKEGATE_TOKEN="+token, "WAKEGATE_STATE_DIR="+t.TempDir())
+	cmd.Stdin = bytes.NewReader(in)
+	var out, errb bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errb
+	err = cmd.Run()
+	code := 0
+	if ee, ok := err.(*exec.ExitError); ok {
+		code = ee.ExitCode()
+	} else if err != nil {
+		t.Fatal(err)
+	}
+	return code, out.String(), errb.String()
+}
+
+// postToolUse is Claude Code's PostToolUse hook input for a Bash call.
+func postToolUse(command, stdout string) map[string]any {
+	return map[string]any{
+		"session_id": "cc-1", "transcript_path": "/tmp/t.jsonl", "cwd": "/work", "permission_mode": "default",
+		"hook_event_name": "PostToolUse", "tool_name": "Bash", "tool_use_id": "toolu_01",
+		"tool_input":    map[string]any{"command": command, "description": "run it"},
+		"tool_response": map[string]any{"stdout": stdout, "stderr": "", "interrupted": false, "isImage": false},
+	}
+}
+
+// TestFleetPRPostToolUseHook: `wakegate hook post-tool-use`, run as
+// Claude Code runs it after a Bash call, claims the PR `gh pr create`
+// created: the PR's events then carry the session and reach its
+// controller. Other Bash calls send nothing; the same call again is a
+// duplicate.
+func TestFleetPRPostToolUseHook(t *testing.T) {
+	t.Parallel()
+	const ws = "default"
+	s := newStack(t, nil)
+	p := s.start("serve", "serve", nil)
+	c := s.client(p)
+	boss := s.token(t, "session:boss", ws, "events:push inbox")
+	kid := s.token(t, "session:kid", ws, "events:push inbox")
+	reader := s.token(t, "human:auditor", ws, "events:read events:read:any")
+	c.accept(t, boss, ce("boss-start", "session.turn_started", nil))
+	spawned(t, c, kid, "kid", "boss")
+	controlledBy(t, c, s.token(t, "human:operator", ws, "supervise"), "kid", "session:boss")
+
+	url := fmt.Sprintf("https://github.com/%s/pull/2", repo)
+	for _, call := range []struct {
+		what string
+		in   map[string]any
+	}{
+		{"a build", postToolUse("go build ./...", "")},
+		{"viewing another PR", postToolUse("gh pr view 7", "title:\tOther\n"+fmt.Sprintf("url:\thttps://github.com/%s/pull/7\n", repo))},
+		{"gh pr create", postToolUse(`gh pr create --title "Fix" --body "$(cat body.md)"`,
+			"Warning: 1 uncommitted change\n\nCreating pull request for fix into main in "+repo+"\n\n"+url+"\n")},
+		{"gh pr create again (a re-run)", postToolUse(`gh pr create --title "Fix" --body "$(cat body.md)"`, url+"\n")},
+		{"an Edit", map[string]any{"hook_event_name": "PostToolUse", "tool_name": "Edit", "tool_input": map[string]any{"file_path": "x"},
+			"tool_response": map[string]any{"filePath": url}}},
+	} {
+		code, out, errs := runHook(t, p, kid, call.in, "post-tool-use")
+		if code != 0 || out != "" || errs != "" {
+			t.Fatalf("hook post-tool-use after %s: exit %d, stdout %q, stderr %q; want 0 and silence", call.what, code, out, errs)
+		}
+	}
+	claims := c.journalOf(t, reader, "session.pr_opened")
+	if len(claims) != 1 || claims[0].SessionID != "kid" {
+		t.Fatalf("session.pr_opened journaled: %s; want exactly one, about kid", summarize(claims))
+	}
+	var d struct {
+		Repo   string `json:"repo"`
+		Number int    `json:"number"`
+	}
+	_ = json.Unmarshal(claims[0].Data, &d)
+	if d.Repo != repo || d.Number != 2 {
+		t.Errorf("the claim names %s#%d, want %s#2", d.Repo, d.Number, repo)
+	}
+	c.accepted(t, "pull_request", testdata(t, "octokit/pull_request/opened.payload.json"))
+	s.routed(t, true)
+	opened := byType(c.journalOf(t, reader, "github.pull_request.opened"), "github.pull_request.opened", prSubj)
+	if len(opened) != 1 || opened[0].SessionID != "kid" {
+		t.Fatalf("opened: %s; want one carrying sessionid kid (the hook's claim)", summarize(opened))
+	}
+	pg := c.inbox(t, boss, "")
+	if e := entry(pg.Entries, prSubj); e == nil || e.Type != "github.pull_request.opened" || e.Via != inbox.ViaController {
+		t.Errorf("boss's entries %s; want kid's PR opened via controller", describeEntries(pg.Entries))
 	}
 }
