@@ -12,23 +12,11 @@ import (
 	"net/http"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"testing"
 
 	"github.com/wakegate/wakegate/delivery/inbox"
 	"github.com/wakegate/wakegate/providers/event"
 )
-
-// testdata reads a fixture under the repository's testdata/github or
-// fails the test.
-func testdata(t testing.TB, rel string) []byte {
-	t.Helper()
-	b, err := os.ReadFile(filepath.Join("..", "testdata", "github", rel))
-	if err != nil {
-		t.Fatalf("fixture %s: %v", rel, err)
-	}
-	return b
-}
 
 // accepted sends a signed webhook and fails the test unless it was
 // accepted (202).
@@ -95,20 +83,20 @@ func TestFleetPRLineage(t *testing.T) {
 	controlledBy(t, c, watcher, "kid", "session:root")
 	c.accept(t, kid, ce("kid-pr", "session.pr_opened", map[string]any{"data": map[string]any{"repo": repo, "number": 2}}))
 
-	opened := testdata(t, "octokit/pull_request/opened.payload.json")
+	opened := fixture(t, "octokit/pull_request/opened.payload.json")
 	head := prHead(t, opened)
 	c.accepted(t, "pull_request", opened)
 	// A passing check at head (ready), then a failing one (checks_failed).
-	pass := editJSON(t, atHead(t, testdata(t, "octokit/check_run/completed.payload.json"), head), func(m map[string]any) {
+	pass := editJSON(t, atHead(t, fixture(t, "octokit/check_run/completed.payload.json"), head), func(m map[string]any) {
 		obj(m, "check_run")["name"] = "build"
 	})
 	c.accepted(t, "check_run", pass)
 	s.waitEvents(t, routeTimeout, "ready", func(evs []*event.Event) bool {
 		return len(byType(evs, "github.pull_request.ready", prSubj)) == 1
 	})
-	c.accepted(t, "check_run", atHead(t, testdata(t, "octokit/check_run/completed.1.payload.json"), head))
-	c.accepted(t, "pull_request_review", testdata(t, "derived/pull_request_review.submitted.approved.json"))
-	c.accepted(t, "pull_request", testdata(t, "derived/pull_request.closed.merged.json"))
+	c.accepted(t, "check_run", atHead(t, fixture(t, "octokit/check_run/completed.1.payload.json"), head))
+	c.accepted(t, "pull_request_review", fixture(t, "derived/pull_request_review.submitted.approved.json"))
+	c.accepted(t, "pull_request", fixture(t, "derived/pull_request.closed.merged.json"))
 	// The kid's own idle turn end, for comparison: it reaches root too.
 	c.accept(t, kid, idleTurn("kid-turn", nil))
 	s.routed(t, true)
@@ -175,10 +163,10 @@ func TestFleetPRDeployment(t *testing.T) {
 	spawned(t, c, author, "author", "boss")
 	controlledBy(t, c, s.token(t, "human:operator", ws, "supervise"), "author", "session:boss")
 	c.accept(t, author, ce("author-pr", "session.pr_opened", map[string]any{"data": map[string]any{"repo": repo, "number": 2}}))
-	opened := testdata(t, "octokit/pull_request/opened.payload.json")
+	opened := fixture(t, "octokit/pull_request/opened.payload.json")
 	head := prHead(t, opened)
 	c.accepted(t, "pull_request", opened)
-	failed := editJSON(t, testdata(t, "octokit/deployment_status/payload.json"), func(m map[string]any) {
+	failed := editJSON(t, fixture(t, "octokit/deployment_status/payload.json"), func(m map[string]any) {
 		obj(m, "deployment")["sha"] = head
 		obj(m, "deployment_status")["state"] = "failure"
 	})
@@ -207,7 +195,7 @@ func TestFleetPRDeployment(t *testing.T) {
 // action and body set.
 func prFact(t testing.TB, n int, action, body string) []byte {
 	t.Helper()
-	return editJSON(t, testdata(t, "octokit/pull_request/opened.payload.json"), func(m map[string]any) {
+	return editJSON(t, fixture(t, "octokit/pull_request/opened.payload.json"), func(m map[string]any) {
 		m["action"] = action
 		m["number"] = n
 		pr := obj(m, "pull_request")
@@ -302,7 +290,7 @@ func TestFleetPRTrailer(t *testing.T) {
 	}
 	// Later facts follow the link that stands.
 	merged := func(n int) []byte {
-		return editJSON(t, testdata(t, "derived/pull_request.closed.merged.json"), func(m map[string]any) {
+		return editJSON(t, fixture(t, "derived/pull_request.closed.merged.json"), func(m map[string]any) {
 			m["number"] = n
 			obj(m, "pull_request")["number"] = n
 		})
@@ -403,7 +391,7 @@ func TestFleetPRPostToolUseHook(t *testing.T) {
 	if d.Repo != repo || d.Number != 2 {
 		t.Errorf("the claim names %s#%d, want %s#2", d.Repo, d.Number, repo)
 	}
-	c.accepted(t, "pull_request", testdata(t, "octokit/pull_request/opened.payload.json"))
+	c.accepted(t, "pull_request", fixture(t, "octokit/pull_request/opened.payload.json"))
 	s.routed(t, true)
 	opened := byType(c.journalOf(t, reader, "github.pull_request.opened"), "github.pull_request.opened", prSubj)
 	if len(opened) != 1 || opened[0].SessionID != "kid" {
