@@ -60,12 +60,13 @@ standalone() {
   local pkgs
   mapfile -t pkgs < <(git grep -l 'testdata' -- '*_test.go' | xargs -n1 dirname | sort -u | sed 's|^|./|' | grep -v '^./integration$')
   local rc=0
+  # Chained with &&: set -e does not apply inside a subshell run under ||.
   (
-    cd "$copy"
-    set -x
-    go build ./...
-    go test -count=1 -timeout 5m "${pkgs[@]}"
-    go test -count=1 -timeout 5m -run 'TestBadWebhooks|TestServeDemoWakesTheOperator' ./integration
+    cd "$copy" &&
+      set -x &&
+      go build ./... &&
+      go test -count=1 -timeout 5m "${pkgs[@]}" &&
+      go test -count=1 -timeout 5m -run 'TestBadWebhooks|TestServeDemoWakesTheOperator' ./integration
   ) || rc=$?
   rm -rf "$outer"
   return "$rc"
