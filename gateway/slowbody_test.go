@@ -176,7 +176,7 @@ func TestSlowBodiesDoNotStopIngest(t *testing.T) {
 	}
 	slow = append(slow, startSlow(t, ctx, addr, 6291456))
 	opened := time.Now()
-	waitFor(t, 10*time.Second, "the 11 slow bodies are being read", func() bool {
+	waitFor(t, 30*time.Second, "the 11 slow bodies are being read", func() bool {
 		return metricValue(t, srv.URL, "wakegate_gateway_unfinished_bodies") == 11
 	})
 
@@ -203,7 +203,7 @@ func TestSlowBodiesDoNotStopIngest(t *testing.T) {
 			t.Fatalf("slow connection %d still open %v after it began", i, time.Since(opened))
 		}
 	}
-	waitFor(t, 10*time.Second, "no body is left unfinished", func() bool {
+	waitFor(t, 30*time.Second, "no body is left unfinished", func() bool {
 		return metricValue(t, srv.URL, "wakegate_gateway_unfinished_bodies") == 0 &&
 			metricValue(t, srv.URL, "wakegate_gateway_inflight_body_bytes") == 0
 	})
@@ -221,7 +221,7 @@ func TestUnfinishedBodiesPerClient(t *testing.T) {
 	for range 3 {
 		startSlow(t, ctx, addr, -1)
 	}
-	waitFor(t, 10*time.Second, "3 slow bodies are being read", func() bool {
+	waitFor(t, 30*time.Second, "3 slow bodies are being read", func() bool {
 		return metricValue(t, srv.URL, "wakegate_gateway_unfinished_bodies") == 3
 	})
 	d := net.Dialer{LocalAddr: attackFrom}
