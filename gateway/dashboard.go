@@ -48,6 +48,7 @@ const (
 var uiTemplates = template.Must(template.New("ui").Funcs(template.FuncMap{
 	"ago":    uiAgo,
 	"short":  func(s string) string { return s[:min(len(s), 7)] },
+	"vq":     url.QueryEscape,
 	"clock":  func(t time.Time) string { return t.UTC().Format("2006-01-02 15:04Z") },
 	"label":  func(s dashboard.Status) string { return s.Label() },
 	"json":   func(b []byte) string { return string(b) },
@@ -384,6 +385,12 @@ func (s *Server) uiRead(c *gin.Context, v *uiViewer, ws string, all []string, of
 		return nil, false
 	}
 	view.Version = version
+	// The health report first: it files what the journal gained into the
+	// index the fleet and PRs are listed from.
+	if view.Health, err = s.deps.Dashboard.Health(ctx, ws, now); err != nil {
+		s.storeProblem(c, "dashboard", err)
+		return nil, false
+	}
 	if v.Party != "" {
 		if view.Inbox, err = s.deps.Dashboard.Inbox(ctx, ws, v.Party, dashboard.MaxInbox, now); err != nil {
 			s.storeProblem(c, "dashboard", err)
@@ -408,10 +415,6 @@ func (s *Server) uiRead(c *gin.Context, v *uiViewer, ws string, all []string, of
 		walk(view.Fleet.Roots)
 	}
 	if view.PRs, err = s.deps.Dashboard.PullRequests(ctx, ws, 0, prs, now); err != nil {
-		s.storeProblem(c, "dashboard", err)
-		return nil, false
-	}
-	if view.Health, err = s.deps.Dashboard.Health(ctx, ws, now); err != nil {
 		s.storeProblem(c, "dashboard", err)
 		return nil, false
 	}
@@ -491,7 +494,9 @@ func (s *Server) uiLive(c *gin.Context) {
 		case <-journalWoken:
 		case <-inboxWoken:
 		case <-timer.C:
-			s.uiRender(c, http.StatusOK, "poller", &uiView{V: v, Workspace: ws, Version: version, Query: c.Request.URL.Query().Encode()})
+			q := c.Request.URL.Query()
+			q.Del("v")
+			s.uiRender(c, http.StatusOK, "poller", &uiView{V: v, Workspace: ws, Version: version, Query: q.Encode()})
 			return
 		case <-s.stopping:
 			return

@@ -8,8 +8,8 @@ import (
 	"net/http"
 	"net/http/cookiejar"
 	"net/http/httptest"
-	"os/exec"
 	"net/url"
+	"os/exec"
 	"regexp"
 	"slices"
 	"strings"
@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/redis/go-redis/v9"
 
 	"github.com/wakegate/wakegate/delivery/dashboard"
 	"github.com/wakegate/wakegate/delivery/holds"
@@ -59,14 +60,15 @@ func (f *fakeIndex) Workspaces(context.Context, int) ([]string, error) {
 	return out, nil
 }
 
-func (f *fakeIndex) Sessions(_ context.Context, ws string, offset, limit int) ([]string, int64, error) {
+func (f *fakeIndex) Sessions(_ context.Context, ws string, offset, limit int) ([]redis.Z, int64, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	all := f.sessions[ws]
-	if offset >= len(all) {
-		return nil, int64(len(all)), nil
+	var out []redis.Z
+	for i := offset; i < min(len(all), offset+limit); i++ {
+		out = append(out, redis.Z{Member: all[i], Score: float64(time.Now().UnixMilli())})
 	}
-	return slices.Clone(all[offset:min(len(all), offset+limit)]), int64(len(all)), nil
+	return out, int64(len(all)), nil
 }
 
 func (f *fakeIndex) PullRequests(context.Context, string, int, int) ([]string, int64, error) {

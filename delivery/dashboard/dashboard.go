@@ -39,7 +39,8 @@ const (
 // reader only reads it).
 type Index interface {
 	Workspaces(ctx context.Context, limit int) ([]string, error)
-	Sessions(ctx context.Context, ws string, offset, limit int) ([]string, int64, error)
+	// Sessions are bare ids scored with the ms of their last event.
+	Sessions(ctx context.Context, ws string, offset, limit int) ([]redis.Z, int64, error)
 	PullRequests(ctx context.Context, ws string, offset, limit int) ([]string, int64, error)
 }
 
@@ -185,9 +186,15 @@ func (r *Reader) Fleet(ctx context.Context, ws string, offset, limit int, blocke
 	if r.d.Index == nil {
 		return f, nil
 	}
-	ids, total, err := r.d.Index.Sessions(ctx, ws, offset, limit)
+	zs, total, err := r.d.Index.Sessions(ctx, ws, offset, limit)
 	if err != nil {
 		return nil, err
+	}
+	ids := make([]string, len(zs))
+	lastAt := make(map[string]time.Time, len(zs))
+	for i, z := range zs {
+		ids[i] = fmt.Sprint(z.Member)
+		lastAt[ids[i]] = time.UnixMilli(int64(z.Score)).UTC()
 	}
 	f.Total = total
 	if int64(offset+len(ids)) < total {
@@ -229,6 +236,9 @@ func (r *Reader) Fleet(ctx context.Context, ws string, offset, limit int, blocke
 		n := &Node{ID: id, Parent: rec.Parent, Labels: rec.Labels, Liveness: rec.Liveness, Busy: rec.Busy,
 			State: rec.State, SeenAt: rec.SeenAt, LastEventAt: rec.BusyAt, PausedUntil: rec.PausedUntil,
 			PauseReason: rec.PauseReason, Edges: edges[id], Blockers: blockers[event.SessionSubject(id)]}
+		if at := lastAt[id]; at.After(n.LastEventAt) {
+			n.LastEventAt = at
+		}
 		n.Status = r.status(rec, now)
 		n.Quiet = quietFor(quiet, event.SessionSubject(id))
 		f.Counts[n.Status]++

@@ -25,25 +25,31 @@ func (s *Sweeper) Workspaces(ctx context.Context, limit int) ([]string, error) {
 }
 
 // Sessions returns a page of a workspace's sessions that have not exited
-// (bare ids, the most recent event first) and how many there are.
-func (s *Sweeper) Sessions(ctx context.Context, ws string, offset, limit int) ([]string, int64, error) {
-	subs, n, err := s.page(ctx, s.sessionsKey(ws), offset, limit)
-	for i, v := range subs {
-		subs[i] = strings.TrimPrefix(v, "session:")
+// (bare ids, each scored with the ms of its last event, the most recent
+// first) and how many there are.
+func (s *Sweeper) Sessions(ctx context.Context, ws string, offset, limit int) ([]redis.Z, int64, error) {
+	zs, n, err := s.page(ctx, s.sessionsKey(ws), offset, limit)
+	for i := range zs {
+		zs[i].Member = strings.TrimPrefix(fmt.Sprint(zs[i].Member), "session:")
 	}
-	return subs, n, err
+	return zs, n, err
 }
 
 // PullRequests returns a page of a workspace's pull request subjects
 // (github:org/repo#n) not yet seen to end, the most recent event first,
 // and how many there are.
 func (s *Sweeper) PullRequests(ctx context.Context, ws string, offset, limit int) ([]string, int64, error) {
-	return s.page(ctx, s.prsKey(ws), offset, limit)
+	zs, n, err := s.page(ctx, s.prsKey(ws), offset, limit)
+	out := make([]string, len(zs))
+	for i, z := range zs {
+		out[i] = fmt.Sprint(z.Member)
+	}
+	return out, n, err
 }
 
-func (s *Sweeper) page(ctx context.Context, key string, offset, limit int) ([]string, int64, error) {
+func (s *Sweeper) page(ctx context.Context, key string, offset, limit int) ([]redis.Z, int64, error) {
 	pipe := s.rdb.Pipeline()
-	members := pipe.ZRevRange(ctx, key, int64(offset), int64(offset+limit-1))
+	members := pipe.ZRevRangeWithScores(ctx, key, int64(offset), int64(offset+limit-1))
 	card := pipe.ZCard(ctx, key)
 	if _, err := pipe.Exec(ctx); err != nil && err != redis.Nil {
 		return nil, 0, fmt.Errorf("health index %s: %w", key, err)
