@@ -162,7 +162,7 @@ func TestDashboardInBrowser(t *testing.T) {
 			return
 		}
 		do("viewport", chromedp.EmulateViewport(width, height), chromedp.Sleep(300*time.Millisecond))
-		png, err := chromedp.Run(ctx, chromedp.FullScreenshot(90))
+		png, err := chromedp.Run(ctx, chromedp.FullScreenshot(100))
 		if err != nil {
 			t.Fatal(err)
 		}
