@@ -33,6 +33,8 @@ const (
 	MaxPRs          = 500
 	MaxInbox        = inbox.MaxLimit
 	MaxWorkspaces   = 200
+
+	edgesBatch = 256 // sessions per supervision read
 )
 
 // Index lists what a workspace has (package workers/health keeps it; the
@@ -210,13 +212,22 @@ func (r *Reader) Fleet(ctx context.Context, ws string, offset, limit int, blocke
 	for i, id := range ids {
 		reads[i] = r.d.Sessions.Queue(ctx, pipe, ws, event.SessionSubject(id))
 	}
-	edgesOf := r.d.Sup.QueueEdgesFor(ctx, pipe, ws, ids)
+	var edgesOf []func() (map[string][]supervision.Edge, error)
+	for lo := 0; lo < len(ids); lo += edgesBatch {
+		edgesOf = append(edgesOf, r.d.Sup.QueueEdgesFor(ctx, pipe, ws, ids[lo:min(len(ids), lo+edgesBatch)]))
+	}
 	if _, err := pipe.Exec(ctx); err != nil && err != redis.Nil {
 		return nil, fmt.Errorf("dashboard fleet: %w", err)
 	}
-	edges, err := edgesOf()
-	if err != nil {
-		return nil, fmt.Errorf("dashboard edges: %w", err)
+	edges := map[string][]supervision.Edge{}
+	for _, f := range edgesOf {
+		m, err := f()
+		if err != nil {
+			return nil, fmt.Errorf("dashboard edges: %w", err)
+		}
+		for k, v := range m {
+			edges[k] = v
+		}
 	}
 	var quiet []holds.Quiet
 	if r.d.Quiet != nil {
@@ -247,15 +258,17 @@ func (r *Reader) Fleet(ctx context.Context, ws string, offset, limit int, blocke
 	}
 	// Ancestors outside the page: their edges are needed to resolve.
 	var missing []string
+	wanted := map[string]bool{}
 	for _, n := range order {
 		for _, a := range recs[event.SessionSubject(n.ID)].Lineage {
-			if _, ok := edges[a]; !ok && !slices.Contains(missing, a) {
+			if _, ok := edges[a]; !ok && !wanted[a] {
+				wanted[a] = true
 				missing = append(missing, a)
 			}
 		}
 	}
-	if len(missing) > 0 {
-		more, err := r.d.Sup.EdgesFor(ctx, ws, missing)
+	for lo := 0; lo < len(missing); lo += edgesBatch {
+		more, err := r.d.Sup.EdgesFor(ctx, ws, missing[lo:min(len(missing), lo+edgesBatch)])
 		if err != nil {
 			return nil, fmt.Errorf("dashboard edges: %w", err)
 		}
