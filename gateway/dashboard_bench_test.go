@@ -159,6 +159,7 @@ func BenchmarkDashboard(b *testing.B) {
 		for b.Loop() {
 			get(b, "/ui/")
 		}
+		b.ReportMetric(float64(len(page)), "page-bytes")
 	})
 	b.Run("brief_json", func(b *testing.B) {
 		for b.Loop() {
