@@ -70,6 +70,7 @@ type uiViewer struct {
 	Operator  bool
 	Workspace string // a person's own
 	Party     string // a person's human: party; "" for the operator
+	inbox     bool   // the person's token has scope inbox: acks and quiet
 	cookie    string // the session cookie's value, when signed in by cookie
 }
 
@@ -177,7 +178,7 @@ func (s *Server) uiViewerOf(c *gin.Context, claims *agent.Claims, cookie string)
 		if err := s.deps.Sessions.Seen(c.Request.Context(), claims.Workspace, party, s.cfg.Now()); err != nil {
 			s.log.Debug("record sighting", "err", err)
 		}
-		return &uiViewer{Workspace: claims.Workspace, Party: party, cookie: cookie}, true
+		return &uiViewer{Workspace: claims.Workspace, Party: party, inbox: claims.Has("inbox"), cookie: cookie}, true
 	}
 	abort(c, newProblem(http.StatusForbidden, "forbidden", "the dashboard is for people: an agent session's token cannot open it"))
 	return nil, false
@@ -273,8 +274,7 @@ func (s *Server) clearUICookie(c *gin.Context) {
 
 // uiOperator asks a browser for the operator password.
 func (s *Server) uiOperator(c *gin.Context) {
-	if _, pass, ok := c.Request.BasicAuth(); ok {
-		user, _, _ := c.Request.BasicAuth()
+	if user, pass, ok := c.Request.BasicAuth(); ok {
 		if s.operatorPassword(user, pass) {
 			c.Redirect(http.StatusSeeOther, uiPath+"/")
 			return
@@ -526,6 +526,10 @@ func (s *Server) uiPerson(c *gin.Context) (*uiViewer, bool) {
 	}
 	if v.Operator {
 		abort(c, newProblem(http.StatusForbidden, "forbidden", "the operator reads here; acks and quiet are a person's own"))
+		return nil, false
+	}
+	if !v.inbox {
+		abort(c, newProblem(http.StatusForbidden, "forbidden", "token lacks scope inbox"))
 		return nil, false
 	}
 	if ws := c.PostForm("ws"); ws != "" && ws != v.Workspace {

@@ -282,6 +282,8 @@ func TestDashboardRefusals(t *testing.T) {
 	check("quiet without CSRF token", uiDo(t, alice, "POST", e.url+"/ui/quiet", url.Values{"action": {"on"}}, nil), http.StatusForbidden)
 	check("another person's CSRF token", uiDo(t, alice, "POST", e.url+"/ui/ack", url.Values{"seq": {"1"},
 		"csrf": {(&Server{uiKey: uiCSRFKey([]byte(testSecret))}).csrfToken(e.token("human:carol", "inbox"))}}, nil), http.StatusForbidden)
+	check("ack by a person without scope inbox", uiDo(t, anon, "POST", e.url+"/ui/ack", url.Values{"seq": {"1"}},
+		uiBearer(e.token("human:alice", "events:read"))), http.StatusForbidden)
 	check("ack of nothing", uiDo(t, alice, "POST", e.url+"/ui/ack", url.Values{"seq": {"99"}, "csrf": {csrf}}, nil), http.StatusBadRequest)
 
 	for _, h := range []string{"Content-Security-Policy", "X-Frame-Options"} {
