@@ -205,6 +205,18 @@ func TestAdversarialEveryRoute(t *testing.T) {
 		"POST /admin/deliveries/:guid/redeliver": {path: "/admin/deliveries/x/redeliver", anon: unauth, other: u(403), sibling: u(403)},
 		"POST /admin/events/:id/redeliver":       {path: "/admin/events/2/redeliver?source=t", anon: unauth, other: u(403), sibling: u(403)},
 		"POST /admin/github/redeliver-failed":    {path: "/admin/github/redeliver-failed", anon: unauth, other: u(403), sibling: u(403)},
+		// The dashboard: a person's own workspace, the operator's Basic
+		// password; an agent session's token is refused.
+		"GET /ui":              {path: "/ui"},
+		"GET /ui/login":        {path: "/ui/login"},
+		"GET /ui/static/*file": {path: "/ui/static/x"},
+		"GET /ui/":             {path: "/ui/?ws=" + ws, anon: u(303), other: u(200, 403), sibling: u(403)},
+		"GET /ui/live":         {path: "/ui/live?ws=" + ws, anon: unauth, other: u(200, 403), sibling: u(403)},
+		"GET /ui/operator":     {path: "/ui/operator", anon: unauth, other: unauth, sibling: unauth},
+		"POST /ui/login":       {path: "/ui/login", body: "token=" + sibling, anon: u(400, 403, 415), other: u(400, 403, 415), sibling: u(400, 403, 415)},
+		"POST /ui/logout":      {path: "/ui/logout", anon: u(401, 403), other: u(303, 403), sibling: u(403)},
+		"POST /ui/ack":         {path: "/ui/ack", body: "party=" + party + "&through_seq=100", anon: u(401, 403), other: u(400, 403), sibling: u(403)}, // B: its own inbox
+		"POST /ui/quiet":       {path: "/ui/quiet", body: "scope=" + party + "&reason=x", anon: u(401, 403), other: u(400, 403), sibling: u(403)},
 		// Every method of these two: the MCP transport and the monitor.
 		"* /mcp": {path: "/mcp", body: `{"jsonrpc":"2.0","id":1,"method":"tools/list"}`,
 			anon: unauth, other: u(200, 202, 400, 405), sibling: u(200, 202, 400, 405)},

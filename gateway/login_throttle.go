@@ -1,9 +1,11 @@
 package gateway
 
 import (
+	"net/http"
 	"sync"
 	"time"
 
+	"github.com/gin-gonic/gin"
 	"golang.org/x/time/rate"
 )
 
@@ -78,4 +80,25 @@ func (l *loginThrottle) pruneLocked(now time.Time) {
 		}
 		delete(l.by, a)
 	}
+}
+
+// operatorLoginAllowed answers 429 with Retry-After, and returns false,
+// while c's address is throttled; every route that takes the operator
+// password asks it before looking at the password.
+func (s *Server) operatorLoginAllowed(c *gin.Context) bool {
+	wait := s.logins.wait(c.RemoteIP())
+	if wait <= 0 {
+		return true
+	}
+	s.metrics.operatorLogins.WithLabelValues("throttled").Inc()
+	p := newProblem(http.StatusTooManyRequests, "rate-limited", "too many failed operator logins from this address; retry later")
+	p.retryAfter = wait
+	abort(c, p)
+	return false
+}
+
+// operatorLoginFailed counts a wrong operator password from c's address.
+func (s *Server) operatorLoginFailed(c *gin.Context) {
+	s.logins.failed(c.RemoteIP())
+	s.metrics.operatorLogins.WithLabelValues("failed").Inc()
 }

@@ -128,12 +128,7 @@ func (s *Server) monitorAuth(c *gin.Context) {
 		return
 	}
 	if _, pass, ok := c.Request.BasicAuth(); ok && len(s.cfg.OperatorPassword) > 0 {
-		addr := c.RemoteIP()
-		if wait := s.logins.wait(addr); wait > 0 {
-			s.metrics.operatorLogins.WithLabelValues("throttled").Inc()
-			p := newProblem(http.StatusTooManyRequests, "rate-limited", "too many failed operator logins from this address; retry later")
-			p.retryAfter = wait
-			abort(c, p)
+		if !s.operatorLoginAllowed(c) {
 			return
 		}
 		// Compare digests: constant time whatever the lengths.
@@ -142,8 +137,7 @@ func (s *Server) monitorAuth(c *gin.Context) {
 			c.Next()
 			return
 		}
-		s.logins.failed(addr)
-		s.metrics.operatorLogins.WithLabelValues("failed").Inc()
+		s.operatorLoginFailed(c)
 	}
 	if len(s.cfg.OperatorPassword) > 0 {
 		c.Writer.Header().Add("WWW-Authenticate", `Basic realm="wakegate monitor", charset="UTF-8"`)

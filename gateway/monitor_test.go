@@ -161,6 +161,14 @@ func TestMonitor(t *testing.T) {
 // Retry-After — the right password included, unseen — while another
 // address still gets in; the failures are counted.
 func TestOperatorLoginThrottled(t *testing.T) {
+	// The monitor and the dashboard take the same password: both are
+	// throttled, from one bucket per address.
+	for _, path := range []string{"/monitor/", "/ui/"} {
+		t.Run(strings.Trim(path, "/"), func(t *testing.T) { testLoginThrottled(t, path) })
+	}
+}
+
+func testLoginThrottled(t *testing.T, path string) {
 	url, _ := operatorEnv(t)
 	wrong := func(r *http.Request) { r.SetBasicAuth("operator", "not the password") }
 	right := func(r *http.Request) { r.SetBasicAuth("operator", opPassword) }
@@ -168,7 +176,7 @@ func TestOperatorLoginThrottled(t *testing.T) {
 	var h http.Header
 	tries := 0
 	for ; tries < 100; tries++ {
-		if status, h, _ = request(t, http.MethodGet, url+"/monitor/", wrong); status != http.StatusUnauthorized {
+		if status, h, _ = request(t, http.MethodGet, url+path, wrong); status != http.StatusUnauthorized {
 			break
 		}
 	}
@@ -178,7 +186,7 @@ func TestOperatorLoginThrottled(t *testing.T) {
 	if tries > 20 {
 		t.Fatalf("%d wrong passwords answered before the throttle", tries)
 	}
-	if status, _, _ := request(t, http.MethodGet, url+"/monitor/", right); status != http.StatusTooManyRequests {
+	if status, _, _ := request(t, http.MethodGet, url+path, right); status != http.StatusTooManyRequests {
 		t.Fatalf("the right password from a throttled address: %d, want 429", status)
 	}
 	spoof := func(r *http.Request) {
@@ -186,12 +194,12 @@ func TestOperatorLoginThrottled(t *testing.T) {
 		r.Header.Set("X-Forwarded-For", "203.0.113.9")
 		r.Header.Set("X-Real-IP", "203.0.113.9")
 	}
-	if status, _, _ := request(t, http.MethodGet, url+"/monitor/", spoof); status != http.StatusTooManyRequests {
+	if status, _, _ := request(t, http.MethodGet, url+path, spoof); status != http.StatusTooManyRequests {
 		t.Fatalf("a throttled address naming another in X-Forwarded-For: %d, want 429 (the address is the TCP peer's)", status)
 	}
 	d := net.Dialer{LocalAddr: &net.TCPAddr{IP: net.IPv4(127, 0, 0, 2)}}
 	other := &http.Client{Transport: &http.Transport{DialContext: d.DialContext}}
-	req, _ := http.NewRequest(http.MethodGet, url+"/monitor/", nil)
+	req, _ := http.NewRequest(http.MethodGet, url+path, nil)
 	right(req)
 	resp, err := other.Do(req)
 	if err != nil {
