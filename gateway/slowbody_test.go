@@ -192,12 +192,15 @@ func TestSlowBodiesDoNotStopIngest(t *testing.T) {
 		t.Fatalf("%v bytes of budget held by bodies that sent a few bytes each", b)
 	}
 
-	// The deadline ends each slow body with 408; nothing is left held.
+	// The deadline ends each slow body — with 408, or with the connection
+	// reset before the client read it (the server closes a connection
+	// whose body it did not finish, and a loaded client may see the reset
+	// first) — and nothing is left held.
 	for i, s := range slow {
 		select {
 		case status := <-s.answer:
-			if status != http.StatusRequestTimeout {
-				t.Fatalf("slow connection %d: answered %d, want 408", i, status)
+			if status != http.StatusRequestTimeout && status != 0 {
+				t.Fatalf("slow connection %d: answered %d, want 408 or the connection closed", i, status)
 			}
 		case <-time.After(bodyTimeout + 30*time.Second):
 			t.Fatalf("slow connection %d still open %v after it began", i, time.Since(opened))
