@@ -65,7 +65,11 @@ for i = 1, n do
       lineage = wg_session(regkey, typ, now, ARGV[b+6], ARGV[b+7], ARGV[b+8], ARGV[b+9], ARGV[b+10], seen)
     end
     if lineage ~= '' and lineage ~= '[]' then
-      ev = string.sub(ev, 1, -2) .. ',"lineage":' .. lineage .. '}'
+      -- The registry keeps a JSON array of ids; the event carries one
+      -- string, nearest first, single spaces (docs/design.md §2):
+      -- '["a","b"]' becomes '"a b"' (ids hold no quotes or spaces).
+      local ids = (string.gsub(string.sub(lineage, 2, -2), '","', ' '))
+      ev = string.sub(ev, 1, -2) .. ',"lineage":' .. ids .. '}'
     end
     local sid, added = wg_append(tag, ev, ws, source, id)
     if added == 1 and ARGV[b+13] ~= '' then

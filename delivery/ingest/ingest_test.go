@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"strings"
 	"testing"
 	"time"
 
@@ -176,8 +177,23 @@ func TestCommitEvents(t *testing.T) {
 		if err != nil || e == nil {
 			t.Fatalf("get: %v %v", e, err)
 		}
-		if fmt.Sprint(e.Lineage) != "[boss]" {
+		if fmt.Sprint([]string(e.Lineage)) != "[boss]" {
 			t.Fatalf("lineage stamped %v, want [boss]", e.Lineage)
+		}
+		// A grandchild's lineage is one string, nearest first (docs/design.md §2).
+		gl, err := reg.LineageFor(ctx, "ws", "grandkid", "kid", now)
+		if err != nil {
+			t.Fatal(err)
+		}
+		gres, err := s.CommitEvents(ctx, "ws", "session:grandkid", []ingest.Item{{Event: agentEvent("ws", "session:grandkid", "grandkid", "1", "session.spawned"),
+			Parent: "kid", Lineage: gl, Journal: true}}, now)
+		if err != nil {
+			t.Fatal(err)
+		}
+		shard, sid, _ := journal.ParseSeq(gres[0].Seq)
+		msgs, err := rdb.XRange(ctx, j.StreamKey(shard), sid, sid).Result()
+		if err != nil || len(msgs) != 1 || !strings.Contains(msgs[0].Values["e"].(string), `"lineage":"kid boss"`) {
+			t.Fatalf("grandchild's stored event %+v %v, want lineage \"kid boss\"", msgs, err)
 		}
 		kid, err := reg.Get(ctx, "ws", "session:kid", now)
 		if err != nil {
