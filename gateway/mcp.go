@@ -267,9 +267,13 @@ func textResult(lines ...string) *mcp.CallToolResult {
 }
 
 // schemaOptions infer schemas of the REST answers: a json.RawMessage (a
-// CloudEvent, its data, settings) is any JSON value, not bytes.
+// CloudEvent, its data, settings) is any JSON value, not bytes; an event
+// is a CloudEvent in the JSON format, whose extension attributes are its
+// own (docs/design.md §2), not a closed set of fields.
 var schemaOptions = &jsonschema.ForOptions{TypeSchemas: map[reflect.Type]*jsonschema.Schema{
 	reflect.TypeFor[json.RawMessage](): {},
+	reflect.TypeFor[event.Event](): {Type: "object", Description: "a CloudEvent 1.0 in the JSON format",
+		Required: []string{"specversion", "id", "source", "type"}},
 }}
 
 func mustSchema[T any]() *jsonschema.Schema {
