@@ -282,3 +282,56 @@ func TestCloudEventsSDK(t *testing.T) {
 		asSDK(t, "MCP inbox_list", en.Event)
 	}
 }
+
+// TestPushModesRefusals: an empty batch is accepted with nothing in it;
+// refusals name what was wrong in the request's own terms.
+func TestPushModesRefusals(t *testing.T) {
+	e := newMCPEnv(t)
+	tok := mcpToken(t, "default", "session:modes", "events:push")
+	post := func(h map[string]string, body string) (int, string) {
+		t.Helper()
+		req, _ := http.NewRequest(http.MethodPost, e.url+"/v1/events", strings.NewReader(body))
+		req.Header.Set("Authorization", "Bearer "+tok)
+		for k, v := range h {
+			req.Header.Set(k, v)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(b)
+	}
+	if status, b := post(map[string]string{"Content-Type": "application/cloudevents-batch+json"}, " [] "); status != http.StatusAccepted ||
+		!strings.Contains(b, `"accepted":[]`) || !strings.Contains(b, `"duplicates":[]`) {
+		t.Errorf("empty batch: %d %s, want 202 with nothing accepted", status, b)
+	}
+	bin := func(extra map[string]string) map[string]string {
+		h := map[string]string{"Content-Type": "application/json", "Ce-Specversion": "1.0", "Ce-Id": "m1", "Ce-Source": "x", "Ce-Type": "a.b"}
+		for k, v := range extra {
+			h[k] = v
+		}
+		return h
+	}
+	for _, tc := range []struct {
+		name   string
+		h      map[string]string
+		body   string
+		status int
+		want   string
+	}{
+		{"binary, old specversion", bin(map[string]string{"Ce-Specversion": "0.3"}), `{}`, 422, "header ce-specversion must be"},
+		{"binary, no id", bin(map[string]string{"Ce-Id": ""}), `{}`, 422, "header ce-id is required"},
+		{"binary, bad extension name", bin(map[string]string{"Ce-Trace_id": "x"}), `{}`, 422, "header ce-trace_id"},
+		{"binary, body not an object", bin(nil), `[1]`, 422, "the body (the event's data)"},
+		{"binary, body not JSON", bin(nil), `{`, 400, "Content-Type application/json"},
+		{"structured with ce headers", bin(map[string]string{"Content-Type": "application/cloudevents+json"}), `{"id":"m1"}`, 422,
+			"structured-mode request"},
+		{"neither", map[string]string{"Content-Type": "text/plain"}, `hello`, 415, "ce-specversion"},
+	} {
+		if status, b := post(tc.h, tc.body); status != tc.status || !strings.Contains(b, tc.want) {
+			t.Errorf("%s: %d %s, want %d naming %q", tc.name, status, b, tc.status, tc.want)
+		}
+	}
+}
