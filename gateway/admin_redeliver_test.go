@@ -333,7 +333,7 @@ func TestRedeliverDelivery(t *testing.T) {
 // several → 409 listing them; none → 404.
 func TestRedeliverByGUID(t *testing.T) {
 	e := newRedeliverEnv(t, false)
-	body, err := os.ReadFile("testdata/github/pull_request.opened.json")
+	body, err := os.ReadFile("../testdata/github/octokit/pull_request/opened.payload.json")
 	if err != nil {
 		t.Fatal(err)
 	}
