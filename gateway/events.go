@@ -95,11 +95,6 @@ func (s *Server) pushEvents(c *gin.Context) {
 	}
 	results, err := s.deps.Ingest.CommitEvents(ctx, claims.Workspace, string(claims.Party()), items, now)
 	if err != nil {
-		if strings.Contains(err.Error(), "CROSSSLOT") {
-			abort(c, newProblem(http.StatusUnprocessableEntity, "invalid-events",
-				"on Redis Cluster a batch must be about one session's shard; split it"))
-			return
-		}
 		s.storeProblem(c, "events", err)
 		return
 	}

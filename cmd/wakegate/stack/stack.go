@@ -164,6 +164,12 @@ func (s *Stack) Workers() (components []func(context.Context) error, ready func(
 		_, err := s.Subs.Sweep(ctx, now)
 		return err
 	})
+	// A batch of agent events across shards whose gateway stopped between
+	// its commit and its fan-out (docs/design.md §4) is applied here.
+	periodic.Every("agent-batches", 10*time.Second, func(ctx context.Context, now time.Time) error {
+		_, err := s.Ingest.RecoverBatches(ctx, now, 30*time.Second)
+		return err
+	})
 	periodic.Every("trim-journal", time.Minute, func(ctx context.Context, now time.Time) error {
 		return errors.Join(s.Journal.Trim(ctx, now), s.Ingest.Trim(ctx, now))
 	})
