@@ -105,6 +105,9 @@ func New(rdb redis.UniversalClient, cfg Config, log *slog.Logger, reg *prometheu
 	if s.GitHub, err = newGitHubApp(rdb, cfg, configured, log, reg); err != nil {
 		return nil, err
 	}
+	if s.GitHub == nil {
+		app.RegisterOffMetrics(reg) // the alert rules' series, at zero
+	}
 	if s.GitHub != nil {
 		requiredOf = s.GitHub.Required.Lookup // branch protection ∪ rulesets ∪ configured
 	}
