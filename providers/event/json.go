@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"sort"
 	"strings"
+	"unsafe"
 
 	"github.com/bytedance/sonic"
 )
@@ -32,9 +33,19 @@ func ParseLineage(s string) Lineage {
 
 // MarshalJSON writes the lineage as one string.
 func (l Lineage) MarshalJSON() ([]byte, error) {
-	// Session ids match [A-Za-z0-9._-]: nothing in them needs escaping,
-	// but an id that came from elsewhere is escaped all the same.
-	return json.Marshal(l.String())
+	// Session ids match [A-Za-z0-9._-]: nothing in them needs escaping
+	// (the common case, written as it is); an id that came from elsewhere
+	// is escaped all the same.
+	s := l.String()
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; c < 0x20 || c >= 0x7f || c == '"' || c == '\\' || c == '<' || c == '>' || c == '&' {
+			return json.Marshal(s)
+		}
+	}
+	b := make([]byte, 0, len(s)+2)
+	b = append(b, '"')
+	b = append(b, s...)
+	return append(b, '"'), nil
 }
 
 // UnmarshalJSON reads the string form, and the JSON array of events
@@ -54,6 +65,10 @@ func (l *Lineage) UnmarshalJSON(b []byte) error {
 		if len(ids) == 0 {
 			*l = nil
 		}
+		return nil
+	}
+	if len(b) >= 2 && b[0] == '"' && b[len(b)-1] == '"' && bytes.IndexByte(b, '\\') < 0 {
+		*l = ParseLineage(string(b[1 : len(b)-1])) // no escapes: the common case
 		return nil
 	}
 	var s string
@@ -101,16 +116,18 @@ func Known(name string) bool { return known[name] }
 // plain is Event without its methods, for the generated encoding.
 type plain Event
 
+// encoder is encoding/json's output (map keys sorted, strings validated)
+// without HTML escaping, as the journal stores events; sonic's, for speed:
+// every reader and push encodes events.
+var encoder = sonic.Config{SortMapKeys: true, ValidateString: true, CompactMarshaler: true, CopyString: true}.Froze()
+
 // MarshalJSON writes the event in the CloudEvents JSON format, its
 // extension attributes beside the others.
 func (e Event) MarshalJSON() ([]byte, error) {
-	var buf bytes.Buffer
-	enc := json.NewEncoder(&buf)
-	enc.SetEscapeHTML(false)
-	if err := enc.Encode((*plain)(&e)); err != nil {
+	b, err := encoder.Marshal((*plain)(&e))
+	if err != nil {
 		return nil, err
 	}
-	b := bytes.TrimRight(buf.Bytes(), "\n")
 	if len(e.Extensions) == 0 {
 		return b, nil
 	}
@@ -137,6 +154,21 @@ func (e *Event) UnmarshalJSON(b []byte) error {
 	if err := sonic.ConfigStd.Unmarshal(b, (*plain)(e)); err != nil {
 		return err
 	}
+	return e.extensionsOf(b)
+}
+
+// DecodeString is UnmarshalJSON from a string without copying it, for the
+// readers that decode every journal entry.
+func DecodeString(raw string, e *Event) error {
+	if err := sonic.ConfigStd.UnmarshalFromString(raw, (*plain)(e)); err != nil {
+		return err
+	}
+	return e.extensionsOf(unsafe.Slice(unsafe.StringData(raw), len(raw)))
+}
+
+// extensionsOf collects the members of b that are extension attributes
+// (b is not modified, nor kept: the values are copied).
+func (e *Event) extensionsOf(b []byte) error {
 	e.Extensions = nil
 	return Members(b, func(name string, val []byte) error {
 		if known[name] {
@@ -145,7 +177,7 @@ func (e *Event) UnmarshalJSON(b []byte) error {
 		if e.Extensions == nil {
 			e.Extensions = map[string]json.RawMessage{}
 		}
-		e.Extensions[name] = json.RawMessage(val)
+		e.Extensions[name] = json.RawMessage(bytes.Clone(val))
 		return nil
 	})
 }
