@@ -27,25 +27,42 @@ const maxPushBody = 1 << 20
 // pushEvents is POST /v1/events (DESIGN §4).
 func (s *Server) pushEvents(c *gin.Context) {
 	claims := claimsOf(c)
-	switch mt := mediaType(c); mt {
-	case "application/json", "application/cloudevents+json", "application/cloudevents-batch+json":
-	default:
-		abort(c, newProblem(http.StatusUnsupportedMediaType, "unsupported-media",
-			"content type must be application/cloudevents+json, application/cloudevents-batch+json or application/json"))
-		return
+	mt := mediaType(c)
+	bin := agent.IsBinary(c.Request.Header, mt)
+	if !bin {
+		switch mt {
+		case "application/json", "application/cloudevents+json", "application/cloudevents-batch+json":
+		default:
+			abort(c, newProblem(http.StatusUnsupportedMediaType, "unsupported-media",
+				"content type must be application/cloudevents+json, application/cloudevents-batch+json or application/json (structured mode), or the request must carry a ce-specversion header (binary mode, Content-Type the data's)"))
+			return
+		}
 	}
 	body, release := s.readBody(c, maxPushBody)
 	if body == nil {
 		return
 	}
 	defer release()
-	raw, _, err := agent.Decode(body)
+	var raw []json.RawMessage
+	var err error
+	if bin {
+		var one json.RawMessage
+		if one, err = agent.FromBinary(c.Request.Header, body); err == nil {
+			raw = []json.RawMessage{one}
+		}
+	} else {
+		raw, _, err = agent.Decode(body)
+	}
 	if err != nil {
 		status, typ := http.StatusBadRequest, "malformed"
 		if errors.Is(err, agent.ErrTooMany) {
 			status, typ = http.StatusRequestEntityTooLarge, "too-large"
 		}
-		abort(c, newProblem(status, typ, err.Error()))
+		abort(c, newProblem(status, typ, err.Error()+structuredHint(c, bin, mt)))
+		return
+	}
+	if len(raw) == 0 { // an empty batch: valid, nothing to accept
+		c.JSON(http.StatusAccepted, gin.H{"accepted": []any{}, "duplicates": []string{}})
 		return
 	}
 	now := s.cfg.Now()
@@ -55,10 +72,18 @@ func (s *Server) pushEvents(c *gin.Context) {
 		abort(c, p)
 		return
 	}
-	prepared, errs := agent.Prepare(claims, raw, now)
+	var prepared []*agent.Prepared
+	var errs []*agent.EventError
+	if bin {
+		prepared, errs = agent.PrepareBinary(claims, raw[0], now)
+	} else {
+		prepared, errs = agent.Prepare(claims, raw, now)
+	}
 	if len(errs) > 0 {
 		s.metrics.pushed.WithLabelValues("refused").Add(float64(len(raw)))
-		abort(c, eventsProblem(errs))
+		p := eventsProblem(errs)
+		p.Detail += structuredHint(c, bin, mt)
+		abort(c, p)
 		return
 	}
 	ctx, cancel := s.commitContext(c)
@@ -70,11 +95,6 @@ func (s *Server) pushEvents(c *gin.Context) {
 	}
 	results, err := s.deps.Ingest.CommitEvents(ctx, claims.Workspace, string(claims.Party()), items, now)
 	if err != nil {
-		if strings.Contains(err.Error(), "CROSSSLOT") {
-			abort(c, newProblem(http.StatusUnprocessableEntity, "invalid-events",
-				"on Redis Cluster a batch must be about one session's shard; split it"))
-			return
-		}
 		s.storeProblem(c, "events", err)
 		return
 	}
@@ -100,6 +120,16 @@ func (s *Server) pushEvents(c *gin.Context) {
 		status = http.StatusOK
 	}
 	c.JSON(status, out)
+}
+
+// structuredHint explains a refused structured-mode request that also
+// carries ce-* headers: its Content-Type made it structured, so the event
+// was read from the body and the headers were not.
+func structuredHint(c *gin.Context, bin bool, mt string) string {
+	if bin || c.GetHeader("Ce-Specversion") == "" {
+		return ""
+	}
+	return fmt.Sprintf(" (Content-Type %s makes this a structured-mode request: the event is the JSON body and ce-* headers are not read; for binary mode send the data's own Content-Type)", mt)
 }
 
 // tokenKey names a token for its rate limit: its id, else its party and

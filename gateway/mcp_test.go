@@ -616,9 +616,13 @@ func TestMCPScopes(t *testing.T) {
 	}
 	admin := e.client(mcpToken(t, "default", "human:ops", "admin"))
 	var health map[string]any
-	ok(t, admin, "supervision_health", map[string]any{}, &health)
-	if len(health) == 0 {
-		t.Fatal("supervision_health answered nothing")
+	text := ok(t, admin, "supervision_health", map[string]any{}, &health)
+	if len(health) == 0 || health["invariants"] == nil {
+		t.Fatalf("supervision_health structured content %v, want the report", health)
+	}
+	// The text is a short summary a person reads, not the report's JSON.
+	if strings.HasPrefix(strings.TrimSpace(text), "{") || !strings.HasPrefix(text, "workspace default: ") || len(strings.Split(text, "\n")) > 10 {
+		t.Fatalf("supervision_health text %q, want a short summary", text)
 	}
 }
 

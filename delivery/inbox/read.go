@@ -133,8 +133,7 @@ func parseEntry(seq int64, ck, raw string) (Entry, error) {
 		Summary:     head.Summary,
 		FirstAt:     time.UnixMilli(m.FirstAt).UTC(),
 		LastAt:      time.UnixMilli(m.LastAt).UTC(),
-		Event:       json.RawMessage(parts[1]),
-		Latest:      json.RawMessage(parts[1]),
+		Event:       json.RawMessage(event.Canonical([]byte(parts[1]))),
 		FoldedIDs:   m.IDs,
 		Via:         m.Via,
 		Redelivered: m.Redelivered,
@@ -145,8 +144,9 @@ func parseEntry(seq int64, ck, raw string) (Entry, error) {
 	if x := m.Escalated; x != nil && len(x.Path) > 0 {
 		e.Escalated = &Escalation{Level: x.Level, From: x.Path[len(x.Path)-1], Path: x.Path, Rung: x.Rung, Reason: x.Reason}
 	}
+	e.Latest = e.Event
 	if parts[2] != "" {
-		e.Latest = json.RawMessage(parts[2])
+		e.Latest = json.RawMessage(event.Canonical([]byte(parts[2])))
 	}
 	if parts[3] != "" {
 		e.Settings = json.RawMessage(parts[3])

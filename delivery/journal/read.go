@@ -12,7 +12,6 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/bytedance/sonic"
 	"github.com/redis/go-redis/v9"
 
 	"github.com/wakegate/wakegate/providers/event"
@@ -276,7 +275,7 @@ func (j *Journal) Lookup(ctx context.Context, workspace, subject, source, id str
 func decode(shard int, m redis.XMessage) (*event.Event, error) {
 	raw, _ := m.Values["e"].(string)
 	var e event.Event
-	if err := sonic.ConfigStd.UnmarshalFromString(raw, &e); err != nil {
+	if err := event.DecodeString(raw, &e); err != nil {
 		return nil, fmt.Errorf("journal entry %d-%s: %w", shard, m.ID, err)
 	}
 	e.Seq = FormatSeq(shard, m.ID)

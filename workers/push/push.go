@@ -256,6 +256,25 @@ type payload struct {
 	// CK is a wake's entry (its coalesce key), which escalates at once if
 	// the push dead-letters (the entry may have folded past Seq by then).
 	CK string `json:"ck,omitempty"`
+	// Traceparent and Tracestate are the event's Distributed Tracing
+	// extension, passed on as the push's HTTP headers (docs/design.md §4).
+	Traceparent string `json:"tp,omitempty"`
+	Tracestate  string `json:"ts,omitempty"`
+}
+
+// traceHeader is an event's tracing attribute when it can be an HTTP
+// header value as it is: printable ASCII, at most 512 bytes.
+func traceHeader(e *event.Event, name string) string {
+	v := e.Extension(name)
+	if len(v) > 512 {
+		return ""
+	}
+	for i := 0; i < len(v); i++ {
+		if v[i] < 0x20 || v[i] > 0x7e {
+			return ""
+		}
+	}
+	return v
 }
 
 // Enqueue enqueues the push of one inbox update that decided a wake, when
@@ -303,7 +322,8 @@ func (p *Pusher) EnqueueTo(ctx context.Context, ep *dpush.Endpoint, workspace, p
 		ck = inbox.CoalesceKey(e)
 	}
 	return p.enqueue(ctx, id, payload{Workspace: workspace, Party: party, Seq: res.Seq, WebhookID: id, Kind: res.Kind,
-		Format: ep.Format, Body: string(body), DecidedAt: p.now().UnixMilli(), CK: ck})
+		Format: ep.Format, Body: string(body), DecidedAt: p.now().UnixMilli(), CK: ck,
+		Traceparent: traceHeader(e, "traceparent"), Tracestate: traceHeader(e, "tracestate")})
 }
 
 // entryAt is the entry as the update left it; when it has moved on since
@@ -575,6 +595,12 @@ func (p *Pusher) send(ctx context.Context, ep *dpush.Endpoint, pl payload, now t
 	}
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("User-Agent", "wakegate-push/1")
+	if pl.Traceparent != "" {
+		req.Header.Set("Traceparent", pl.Traceparent)
+		if pl.Tracestate != "" {
+			req.Header.Set("Tracestate", pl.Tracestate)
+		}
+	}
 	dpush.SetHeaders(req.Header, key, pl.WebhookID, now, []byte(pl.Body))
 	resp, err := p.http.Do(req)
 	if err != nil {

@@ -107,6 +107,9 @@ func New(rdb redis.UniversalClient, cfg Config, log *slog.Logger, reg *prometheu
 	if s.GitHub, err = newGitHubApp(rdb, cfg, configured, log, reg); err != nil {
 		return nil, err
 	}
+	if s.GitHub == nil {
+		app.RegisterOffMetrics(reg) // the alert rules' series, at zero
+	}
 	if s.GitHub != nil {
 		requiredOf = s.GitHub.Required.Lookup // branch protection ∪ rulesets ∪ configured
 	}
@@ -164,6 +167,12 @@ func (s *Stack) Workers() (components []func(context.Context) error, ready func(
 	periodic := schedule.New(s.Redis, s.prefix, processName(), s.Log, s.Metrics)
 	periodic.Every("sweep-subscriptions", time.Minute, func(ctx context.Context, now time.Time) error {
 		_, err := s.Subs.Sweep(ctx, now)
+		return err
+	})
+	// A batch of agent events across shards whose gateway stopped between
+	// its commit and its fan-out (docs/design.md §4) is applied here.
+	periodic.Every("agent-batches", 10*time.Second, func(ctx context.Context, now time.Time) error {
+		_, err := s.Ingest.RecoverBatches(ctx, now, 30*time.Second)
 		return err
 	})
 	periodic.Every("trim-journal", time.Minute, func(ctx context.Context, now time.Time) error {
