@@ -28,6 +28,7 @@ import (
 	"github.com/wakegate/wakegate/delivery/tracker"
 	"github.com/wakegate/wakegate/gateway"
 	"github.com/wakegate/wakegate/providers/agent"
+	"github.com/wakegate/wakegate/providers/event"
 	"github.com/wakegate/wakegate/providers/github"
 	"github.com/wakegate/wakegate/providers/github/app"
 	"github.com/wakegate/wakegate/workers/derive"
@@ -130,6 +131,32 @@ func New(rdb redis.UniversalClient, cfg Config, log *slog.Logger, reg *prometheu
 	s.Release = pushw.NewReleaser(s.Push, s.Holds, func(ctx context.Context, ws string) (time.Duration, int, error) {
 		st, err := s.Sup.Settings(ctx, ws)
 		return time.Duration(st.Rate.Per), st.Rate.Burst, err
+	})
+	// A wake decided at a push's 2xx (an entry that folded past its push,
+	// DESIGN §7) passes the same holds as one the router decides.
+	s.Push.WithRewake(func(ctx context.Context, ws, party string, res inbox.Result, e *event.Event) (bool, error) {
+		now := time.Now()
+		st, err := s.Sup.Settings(ctx, ws)
+		if err != nil {
+			return false, err
+		}
+		states, err := s.Holds.Lookup(ctx, ws, []string{party}, now)
+		if err != nil {
+			return false, err
+		}
+		state := states[party]
+		if state.Presence.Attended(now) && inbox.AttendedKind(e) != event.KindAlert {
+			return false, nil // attended: the notice rides the next read, as a first one would
+		}
+		dec, err := s.Holds.Decide(ctx, holds.Request{Workspace: ws, Party: party, Result: res, Event: e,
+			Settings: st, Presence: state.Presence, Quiet: &state.Quiet, Now: now})
+		if err != nil || dec.Push {
+			return dec.Push, err
+		}
+		if !dec.Due.IsZero() {
+			return false, s.Release.Schedule(ctx, ws, party, dec.Reason, dec.Due)
+		}
+		return false, nil
 	})
 	// Escalation (DESIGN §8): one timer per recipient on the push queue;
 	// it hooks itself into the pusher's dead letters.
