@@ -204,3 +204,77 @@ func TestHookPromptQuietInOneWord(t *testing.T) {
 		t.Fatalf("resume journaled no session.prompted by human:terminal")
 	}
 }
+
+// i4Names returns I4's count and whether one of its examples names the
+// session.
+func i4Names(t *testing.T, c *client.Client, session string) (int, bool) {
+	t.Helper()
+	h, err := c.Health(bg(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, inv := range h.Invariants {
+		if inv.ID == "I4" {
+			for _, ex := range inv.Examples {
+				if strings.Contains(string(ex), `"session:`+session+`"`) {
+					return inv.Count, true
+				}
+			}
+			return inv.Count, false
+		}
+	}
+	t.Fatalf("no I4 in the health report %s", h.Raw)
+	return 0, false
+}
+
+// Provenance (DESIGN §12): a turn started by a wakegate message (the
+// harness injects it with its marker, as `wakegate inbox` prints it) is
+// journaled with the message's sender as its source, so health's I4 does
+// not count the session as driven by two parties; a typed prompt after it
+// is human:<channel>, and then I4 rightly does.
+func TestHookPromptProvenanceOfAMessage(t *testing.T) {
+	t.Parallel()
+	g := clienttest.Start(t)
+	boss, _, kid := family(t, g, "kid-p")
+	admin := apiClient(t, g.URL, g.Token("human:ops", everyScope))
+	sent, err := boss.SendMessage(bg(t), "kid-p", client.Message{Text: "rebase on main and push", Intent: "control"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	entries := waitEntries(t, apiClient(t, g.URL, kid), 1)
+	marker := entryMessageMarker(entries[0])
+	if !strings.Contains(marker, sent.ID) || !strings.Contains(entryLine(entries[0], time.Now()), marker) {
+		t.Fatalf("the inbox line of the message carries no marker with its id %s: %q", sent.ID, entryLine(entries[0], time.Now()))
+	}
+	prompt := "[" + marker + "]\nrebase on main and push"
+	code, _, errs := hookProc(t, g.URL, kid, promptInput(prompt), nil, "prompt")
+	if code != 0 || errs != "" {
+		t.Fatalf("prompt: exit %d, stderr %q", code, errs)
+	}
+	sources := func() map[string]bool {
+		out := map[string]bool{}
+		for id, e := range journal(t, g) {
+			if strings.HasPrefix(id, "hook/kid-p/prompt/") && e.Type == "session.prompted" {
+				out[dataOf(t, e)["source"].(string)] = true
+			}
+		}
+		return out
+	}
+	if s := sources(); len(s) != 1 || !s["session:boss"] {
+		t.Fatalf("prompted sources %v, want session:boss (the message's sender)", s)
+	}
+	if n, named := i4Names(t, admin, "kid-p"); named {
+		t.Fatalf("I4 (%d) names session:kid-p after a turn its controller's message started", n)
+	}
+
+	// A person types next: now two parties drive it, and I4 says so.
+	if code, _, errs := hookProc(t, g.URL, kid, promptInput("looks good, merge it"), nil, "prompt"); code != 0 || errs != "" {
+		t.Fatalf("typed prompt: exit %d, stderr %q", code, errs)
+	}
+	if s := sources(); !s["human:terminal"] {
+		t.Fatalf("prompted sources %v, want human:terminal for the typed prompt", s)
+	}
+	if _, named := i4Names(t, admin, "kid-p"); !named {
+		t.Fatalf("I4 does not name session:kid-p, prompted by a person and driven by session:boss")
+	}
+}
