@@ -22,6 +22,7 @@ import (
 	"github.com/wakegate/wakegate/delivery/ingest"
 	"github.com/wakegate/wakegate/delivery/journal"
 	dpush "github.com/wakegate/wakegate/delivery/push"
+	"github.com/wakegate/wakegate/delivery/ratelimit"
 	"github.com/wakegate/wakegate/delivery/sessions"
 	"github.com/wakegate/wakegate/delivery/subscriptions"
 	"github.com/wakegate/wakegate/delivery/supervision"
@@ -229,6 +230,7 @@ func (s *Stack) Gateway(cfg gateway.Config, verifier *agent.Verifier, ready func
 		Registry: s.Metrics, Gatherer: s.Metrics, Ready: ready,
 		Endpoints: s.Endpoints, DeadLetters: s.Push,
 		Holds: s.Holds, Releaser: s.Release, Health: s.Health,
+		Limiter: ratelimit.New(s.Redis, s.prefix, ratelimit.Limits{Workspace: cfg.Limits.Workspace, Token: cfg.Limits.Token}),
 	}
 	deps.DeliveryRedeliverer, deps.EventRedeliverer = s.redeliverers() // redeliver.go
 	if s.GitHub != nil {
