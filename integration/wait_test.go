@@ -5,24 +5,11 @@ import (
 	"context"
 	"encoding/json"
 	"net/http"
-	"os"
 	"os/exec"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 )
-
-// repoFixture reads a GitHub payload copied into the repository's
-// testdata/github.
-func repoFixture(t testing.TB, rel string) []byte {
-	t.Helper()
-	b, err := os.ReadFile(filepath.Join("..", "testdata", "github", rel))
-	if err != nil {
-		t.Fatalf("fixture %s: %v", rel, err)
-	}
-	return b
-}
 
 // TestWaitReturnsOnReadyWhileAttended: a worker whose presence is
 // attended parks `wakegate wait` (a process) on its PR; the PR's opened
@@ -56,7 +43,7 @@ func TestWaitReturnsOnReadyWhileAttended(t *testing.T) {
 		return strings.Contains(string(r.Body), prSubj), r.String()
 	})
 
-	if r := c.mustWebhook(t, "pull_request", newGUID(), repoFixture(t, "octokit/pull_request/opened.payload.json")); r.Status != 202 {
+	if r := c.mustWebhook(t, "pull_request", newGUID(), fixture(t, "octokit/pull_request/opened.payload.json")); r.Status != 202 {
 		t.Fatalf("opened: %s", r)
 	}
 	var err error
