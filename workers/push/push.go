@@ -144,12 +144,12 @@ func (p *Pusher) WithRewake(f Rewake) *Pusher {
 // in was never sent, and when the wake-again rule kept it a notice it
 // decides a wake now and is pushed again, so an entry never waits unacked
 // for a push that nothing will send.
-func (p *Pusher) caughtUp(ctx context.Context, pl payload) error {
-	res, _, err := p.box.Pushed(ctx, pl.Workspace, pl.Party, pl.CK, pl.Seq, p.now())
+func (p *Pusher) caughtUp(ctx context.Context, workspace, party, ck string, seq int64) error {
+	res, _, err := p.box.Pushed(ctx, workspace, party, ck, seq, p.now())
 	if err != nil || !res.Wake {
 		return err
 	}
-	entry, err := p.box.Get(ctx, pl.Workspace, pl.Party, pl.CK)
+	entry, err := p.box.Get(ctx, workspace, party, ck)
 	if err != nil || entry == nil || entry.Seq != res.Seq {
 		return err // acked or moved on meanwhile: that update decides for itself
 	}
@@ -159,16 +159,16 @@ func (p *Pusher) caughtUp(ctx context.Context, pl payload) error {
 	}
 	var e event.Event
 	if err := json.Unmarshal(raw, &e); err != nil {
-		return fmt.Errorf("entry %s of %s: %w", pl.CK, pl.Party, err)
+		return fmt.Errorf("entry %s of %s: %w", ck, party, err)
 	}
 	if p.rewake != nil {
-		push, err := p.rewake(ctx, pl.Workspace, pl.Party, res, &e)
+		push, err := p.rewake(ctx, workspace, party, res, &e)
 		if err != nil || !push {
 			return err
 		}
 	}
 	p.m.rewakes.Inc()
-	return p.Enqueue(ctx, pl.Workspace, pl.Party, res, &e)
+	return p.Enqueue(ctx, workspace, party, res, &e)
 }
 
 // New returns a pusher: client enqueues on rdb's Asynq, box is acked for
@@ -303,8 +303,11 @@ type payload struct {
 	Body       string `json:"body"`
 	DecidedAt  int64  `json:"decided_at"`           // unix ms
 	Redelivery int    `json:"redelivery,omitempty"` // the operator's nth redelivery
-	// Seqs are a digest's entries: a human: party's 2xx acks them.
-	Seqs []int64 `json:"seqs,omitempty"`
+	// Seqs are a digest's entries: a human: party's 2xx acks them. CKs,
+	// when set, are their coalesce keys (the same order), so an entry that
+	// folded past the digest is caught up as a wake's is (caughtUp).
+	Seqs []int64  `json:"seqs,omitempty"`
+	CKs  []string `json:"cks,omitempty"`
 	// CK is a wake's entry (its coalesce key), which escalates at once if
 	// the push dead-letters (the entry may have folded past Seq by then).
 	CK string `json:"ck,omitempty"`
@@ -597,8 +600,16 @@ func (p *Pusher) ProcessTask(ctx context.Context, t *asynq.Task) error {
 func (p *Pusher) delivered(ctx context.Context, pl payload) error {
 	if strings.HasPrefix(pl.Party, "human:") {
 		seqs := pl.Seqs
+		if len(pl.CKs) == len(pl.Seqs) && len(pl.CKs) > 0 {
+			for i, ck := range pl.CKs {
+				if err := p.caughtUp(ctx, pl.Workspace, pl.Party, ck, pl.Seqs[i]); err != nil {
+					return &infraError{err}
+				}
+			}
+			seqs = nil
+		}
 		if pl.Seq > 0 && pl.CK != "" {
-			if err := p.caughtUp(ctx, pl); err != nil {
+			if err := p.caughtUp(ctx, pl.Workspace, pl.Party, pl.CK, pl.Seq); err != nil {
 				return &infraError{err}
 			}
 		} else if pl.Seq > 0 {
