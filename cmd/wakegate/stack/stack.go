@@ -111,9 +111,9 @@ func New(rdb redis.UniversalClient, cfg Config, log *slog.Logger, reg *prometheu
 		requiredOf = s.GitHub.Required.Lookup // branch protection ∪ rulesets ∪ configured
 	}
 	s.Journal = journal.New(rdb, journal.Config{Prefix: cfg.Prefix, Shards: cfg.Shards, Retention: cfg.Retention, MaxLen: cfg.JournalMaxLen})
-	s.Tracker = tracker.New(rdb, s.Journal, tracker.Config{Settle: cfg.ReadySettle, Required: requiredOf})
-	s.Ingest = ingest.New(rdb, s.Journal)
 	s.Sessions = sessions.New(rdb, s.Journal, cfg.SessionTTL)
+	s.Tracker = tracker.New(rdb, s.Journal, tracker.Config{Settle: cfg.ReadySettle, Required: requiredOf, KnownSession: s.Sessions.Known})
+	s.Ingest = ingest.New(rdb, s.Journal)
 	s.Subs = subscriptions.New(rdb, cfg.Prefix)
 	s.Sup = supervision.New(rdb, cfg.Prefix, func(ctx context.Context, ws, party string) (bool, error) {
 		p, err := s.Sessions.Get(ctx, ws, party, time.Now())
