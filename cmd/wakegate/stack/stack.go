@@ -17,6 +17,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/redis/go-redis/v9"
 
+	"github.com/wakegate/wakegate/delivery/dashboard"
 	"github.com/wakegate/wakegate/delivery/holds"
 	"github.com/wakegate/wakegate/delivery/inbox"
 	"github.com/wakegate/wakegate/delivery/ingest"
@@ -89,6 +90,7 @@ type Stack struct {
 	Router *route.Router
 
 	healthEvery time.Duration // WAKEGATE_HEALTH_EVERY
+	dashboard   dashboard.Config
 }
 
 // New assembles the stores on rdb. Metrics are registered on reg.
@@ -230,7 +232,8 @@ func (s *Stack) Gateway(cfg gateway.Config, verifier *agent.Verifier, ready func
 		Registry: s.Metrics, Gatherer: s.Metrics, Ready: ready,
 		Endpoints: s.Endpoints, DeadLetters: s.Push,
 		Holds: s.Holds, Releaser: s.Release, Health: s.Health,
-		Limiter: ratelimit.New(s.Redis, s.prefix, ratelimit.Limits{Workspace: cfg.Limits.Workspace, Token: cfg.Limits.Token}),
+		Limiter:   ratelimit.New(s.Redis, s.prefix, ratelimit.Limits{Workspace: cfg.Limits.Workspace, Token: cfg.Limits.Token}),
+		Dashboard: s.dashboardReader(), // dashboard.go
 	}
 	deps.DeliveryRedeliverer, deps.EventRedeliverer = s.redeliverers() // redeliver.go
 	if s.GitHub != nil {
