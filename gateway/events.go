@@ -66,7 +66,7 @@ func (s *Server) pushEvents(c *gin.Context) {
 		return
 	}
 	now := s.cfg.Now()
-	if wait, ok := s.limiter.allow(claims.Workspace, tokenKey(claims), len(raw), now); !ok {
+	if wait, ok := s.allow(c.Request.Context(), claims.Workspace, tokenKey(claims), len(raw)); !ok {
 		p := newProblem(http.StatusTooManyRequests, "rate-limited", "ingest rate limit reached for this workspace or token")
 		p.retryAfter = wait
 		abort(c, p)

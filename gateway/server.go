@@ -71,6 +71,9 @@ type Deps struct {
 	Registry prometheus.Registerer
 	Gatherer prometheus.Gatherer
 	Ready    func() error // extra readiness checks (workers heartbeating); nil = none
+	// Limiter keeps the ingest rate limits (DESIGN §4) for the whole
+	// deployment; nil: unlimited.
+	Limiter ingestLimiter
 
 	// Endpoints are the push endpoints; nil serves no /v1/endpoints.
 	Endpoints endpointStore
@@ -110,7 +113,6 @@ type Server struct {
 	deps     Deps
 	log      *slog.Logger
 	metrics  *metrics
-	limiter  *limiter
 	notifier *fanout // journal appends, per workspace
 	inboxes  *fanout // inbox updates, per party
 	inflight atomic.Int64
@@ -160,7 +162,6 @@ func New(cfg Config, deps Deps) (*Server, error) {
 		deps:     deps,
 		log:      deps.Log.With("component", "gateway"),
 		metrics:  newMetrics(deps.Registry),
-		limiter:  newLimiter(cfg.Limits),
 		notifier: journalFanout(deps.Redis, deps.Journal.NotifyChannel(""), deps.Log),
 	}
 	if deps.Inbox != nil {

@@ -268,3 +268,33 @@ func (b *Inbox) Last(ctx context.Context, workspace, party string) (int64, error
 	}
 	return n, nil
 }
+
+// Pushed records that the push of the wake at seq of the entry ck got its
+// 2xx from a party that acks by its endpoint (DESIGN §7): the party is
+// caught up with what the push carried. The entry is acked when it is
+// still at seq. When it has folded since, what folded in was never sent:
+// an attention+ fold that the wake-again rule kept a notice decides a wake
+// now, and Pushed returns its Result (Wake set, a new Seq) for the caller
+// to push; otherwise (the fold woke by itself, or was info) it returns a
+// zero Result. acked tells whether the entry was acked.
+func (b *Inbox) Pushed(ctx context.Context, workspace, party, ck string, seq int64, now time.Time) (rewake Result, acked bool, err error) {
+	if err := checkRecipient(workspace, party); err != nil {
+		return Result{}, false, err
+	}
+	if ck == "" || seq <= 0 {
+		return Result{}, false, invalid("pushed entry %q at seq %d", ck, seq)
+	}
+	k := b.keysOf(workspace, party)
+	res, err := pushedScript.Run(ctx, b.rdb, []string{k.last, k.entries, k.unacked, k.wakes, k.esc},
+		ck, seq, now.UnixMilli(), NotifyChannel(b.cfg.Prefix, workspace, party)).Int64Slice()
+	if err != nil {
+		return Result{}, false, fmt.Errorf("pushed entry of %s: %w", party, err)
+	}
+	if len(res) != 2 {
+		return Result{}, false, fmt.Errorf("pushed entry of %s: script answered %v", party, res)
+	}
+	if res[1] > 0 {
+		return Result{Seq: res[1], Wake: true, Kind: KindWake}, false, nil
+	}
+	return Result{}, res[0] == 1, nil
+}

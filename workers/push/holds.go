@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -17,6 +18,7 @@ import (
 	"github.com/wakegate/wakegate/delivery/inbox"
 	dpush "github.com/wakegate/wakegate/delivery/push"
 	"github.com/wakegate/wakegate/delivery/supervision"
+	"github.com/wakegate/wakegate/providers/event"
 )
 
 // TypeRelease is the Asynq task type that ends a hold (DESIGN §7): the
@@ -53,11 +55,21 @@ func (p *Pusher) EnqueueDigest(ctx context.Context, workspace, party, webhookID,
 		return "", err
 	}
 	seqs := make([]int64, 0, len(entries))
+	cks := make([]string, 0, len(entries))
 	for _, e := range entries {
 		seqs = append(seqs, e.Seq)
+		ck := e.CoalesceKey
+		var ev event.Event
+		if ck == "" && json.Unmarshal(e.Event, &ev) == nil && ev.Type != "" {
+			ck = inbox.CoalesceKey(&ev) // a held wake's entry, named by its event
+		}
+		cks = append(cks, ck)
+	}
+	if slices.Contains(cks, "") {
+		cks = nil // entries not read from an inbox: acked by seq alone
 	}
 	return webhookID, p.enqueue(ctx, webhookID, payload{Workspace: workspace, Party: party, WebhookID: webhookID,
-		Kind: inbox.KindDigest, Format: ep.Format, Body: string(body), DecidedAt: p.now().UnixMilli(), Seqs: seqs})
+		Kind: inbox.KindDigest, Format: ep.Format, Body: string(body), DecidedAt: p.now().UnixMilli(), Seqs: seqs, CKs: cks})
 }
 
 // rateSource reads a workspace's rate setting (supervision.Store.Settings).

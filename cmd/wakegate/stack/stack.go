@@ -23,12 +23,14 @@ import (
 	"github.com/wakegate/wakegate/delivery/ingest"
 	"github.com/wakegate/wakegate/delivery/journal"
 	dpush "github.com/wakegate/wakegate/delivery/push"
+	"github.com/wakegate/wakegate/delivery/ratelimit"
 	"github.com/wakegate/wakegate/delivery/sessions"
 	"github.com/wakegate/wakegate/delivery/subscriptions"
 	"github.com/wakegate/wakegate/delivery/supervision"
 	"github.com/wakegate/wakegate/delivery/tracker"
 	"github.com/wakegate/wakegate/gateway"
 	"github.com/wakegate/wakegate/providers/agent"
+	"github.com/wakegate/wakegate/providers/event"
 	"github.com/wakegate/wakegate/providers/github"
 	"github.com/wakegate/wakegate/providers/github/app"
 	"github.com/wakegate/wakegate/workers/derive"
@@ -136,6 +138,32 @@ func New(rdb redis.UniversalClient, cfg Config, log *slog.Logger, reg *prometheu
 		st, err := s.Sup.Settings(ctx, ws)
 		return time.Duration(st.Rate.Per), st.Rate.Burst, err
 	})
+	// A wake decided at a push's 2xx (an entry that folded past its push,
+	// DESIGN §7) passes the same holds as one the router decides.
+	s.Push.WithRewake(func(ctx context.Context, ws, party string, res inbox.Result, e *event.Event) (bool, error) {
+		now := time.Now()
+		st, err := s.Sup.Settings(ctx, ws)
+		if err != nil {
+			return false, err
+		}
+		states, err := s.Holds.Lookup(ctx, ws, []string{party}, now)
+		if err != nil {
+			return false, err
+		}
+		state := states[party]
+		if state.Presence.Attended(now) && inbox.AttendedKind(e) != event.KindAlert {
+			return false, nil // attended: the notice rides the next read, as a first one would
+		}
+		dec, err := s.Holds.Decide(ctx, holds.Request{Workspace: ws, Party: party, Result: res, Event: e,
+			Settings: st, Presence: state.Presence, Quiet: &state.Quiet, Now: now})
+		if err != nil || dec.Push {
+			return dec.Push, err
+		}
+		if !dec.Due.IsZero() {
+			return false, s.Release.Schedule(ctx, ws, party, dec.Reason, dec.Due)
+		}
+		return false, nil
+	})
 	// Escalation (DESIGN §8): one timer per recipient on the push queue;
 	// it hooks itself into the pusher's dead letters.
 	s.Escalate = pushw.NewEscalator(s.Push, s.Release, s.Sessions, s.Sup, s.Journal, log, reg)
@@ -213,6 +241,7 @@ func (s *Stack) Gateway(cfg gateway.Config, verifier *agent.Verifier, ready func
 		Registry: s.Metrics, Gatherer: s.Metrics, Ready: ready,
 		Endpoints: s.Endpoints, DeadLetters: s.Push,
 		Holds: s.Holds, Releaser: s.Release, Health: s.Health,
+		Limiter:   ratelimit.New(s.Redis, s.prefix, ratelimit.Limits{Workspace: cfg.Limits.Workspace, Token: cfg.Limits.Token}),
 		Dashboard: s.dashboardReader(), // dashboard.go
 	}
 	deps.DeliveryRedeliverer, deps.EventRedeliverer = s.redeliverers() // redeliver.go

@@ -114,6 +114,9 @@ type InboxQuery struct {
 	Limit int           // ≤ 1000; 0: the gateway's default (100)
 	Wait  time.Duration // ≤ 60 s: return as soon as an entry decides a wake
 	Party string        // another party's inbox (scope operator)
+	// MinPriority, with Wait, also ends the wait on any entry at this
+	// priority or above, whatever its update decided (an explicit wait).
+	MinPriority event.Priority
 }
 
 // Inbox reads the caller's unacked entries. With Wait it returns at once
@@ -130,6 +133,9 @@ func (c *Client) Inbox(ctx context.Context, q InboxQuery) (*InboxPage, error) {
 	}
 	if q.Party != "" {
 		v.Set("party", q.Party)
+	}
+	if q.MinPriority != "" {
+		v.Set("min_priority", string(q.MinPriority))
 	}
 	wait := waitParam(v, q.Wait)
 	var out InboxPage
