@@ -49,6 +49,13 @@ type env struct {
 
 func newEnv(t *testing.T) *env {
 	t.Helper()
+	return newEnvConfig(t, Config{})
+}
+
+// newEnvConfig is newEnv with a gateway configuration (its webhook
+// secrets are the test's).
+func newEnvConfig(t *testing.T, cfg Config) *env {
+	t.Helper()
 	rdb, prefix := redistest.New(t)
 	j := journal.New(rdb, journal.Config{Prefix: prefix, Shards: 4})
 	reg := sessions.New(rdb, j, time.Minute)
@@ -63,7 +70,8 @@ func newEnv(t *testing.T) *env {
 	if err != nil {
 		t.Fatal(err)
 	}
-	s, err := New(Config{WebhookSecrets: [][]byte{[]byte(testSecret)}}, Deps{
+	cfg.WebhookSecrets = [][]byte{[]byte(testSecret)}
+	s, err := New(cfg, Deps{
 		Log: slog.New(slog.NewTextHandler(io.Discard, nil)), Redis: rdb, Journal: j, Ingest: e.store,
 		Sessions: reg, Linker: tracker.New(rdb, j, tracker.Config{}), Verifier: v,
 		Subs: e.subs, Sup: e.sup, Inbox: e.box,

@@ -146,7 +146,7 @@ func buildGateway(cfg *config, st *stack.Stack, ready func() error) (*gateway.Se
 	}
 	return st.Gateway(gateway.Config{
 		Addr: cfg.Addr, WebhookSecrets: secrets, AppID: cfg.GitHubAppID, Workspaces: workspaces,
-		MaxBody: maxBody, Limits: limits, TokenSecret: tokenSecret, PresenceTTL: cfg.PresenceTTL,
+		MaxBody: maxBody, Limits: limits, TokenSecret: tokenSecret, TokenIssuer: cfg.JWTIssuer, PresenceTTL: cfg.PresenceTTL,
 		OperatorPassword: []byte(cfg.OperatorPassword),
 	}, verifier, ready)
 }
@@ -199,6 +199,7 @@ func generateSecrets(cfg *config, stdout io.Writer, log *slog.Logger) error {
 	cfg.JWTSecret = randomHex(32)
 	cl := agent.Claims{Workspace: "default", Scope: allScopes}
 	cl.Subject = "human:operator"
+	cl.Issuer = cfg.JWTIssuer
 	cl.ExpiresAt = jwtDate(time.Now().Add(30 * 24 * time.Hour))
 	tok, err := agent.Mint([]byte(cfg.JWTSecret), cl)
 	if err != nil {

@@ -346,8 +346,9 @@ func (c *Client) Health(ctx context.Context) (*Health, error) {
 }
 
 // ChildToken mints a token for a child session (POST
-// /v1/sessions/{child}/token, scope spawn); a session caller becomes the
-// child's parent and controller.
+// /v1/sessions/{child}/token, scope spawn): for a new session, which a
+// session caller becomes the parent and controller of, or re-issued for one
+// in the caller's own subtree; any other existing session → 403.
 func (c *Client) ChildToken(ctx context.Context, child string, req ChildTokenRequest) (*ChildToken, error) {
 	r := map[string]string{}
 	if req.Scope != "" {
