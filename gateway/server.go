@@ -44,7 +44,7 @@ type Config struct {
 	TokenIssuer    string        // iss of minted child tokens: WAKEGATE_JWT_ISSUER, so the verifier accepts them
 	CommitTimeout  time.Duration // bound on a commit before 503; default 2.5s (GitHub gets an answer within 3s)
 	PresenceTTL    time.Duration // how long PUT /v1/presence attends without "for"; default 30m (WAKEGATE_PRESENCE_TTL)
-	// OperatorPassword opens /monitor/ with HTTP Basic (any user name),
+	// OperatorPassword opens /monitor/ with HTTP Basic (user operator),
 	// for a browser (WAKEGATE_OPERATOR_PASSWORD_FILE); empty: tokens only.
 	OperatorPassword []byte
 	Now              func() time.Time
