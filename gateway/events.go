@@ -42,8 +42,11 @@ func (s *Server) pushEvents(c *gin.Context) {
 	raw, _, err := agent.Decode(body)
 	if err != nil {
 		status, typ := http.StatusBadRequest, "malformed"
-		if errors.Is(err, agent.ErrTooMany) {
+		switch {
+		case errors.Is(err, agent.ErrTooMany):
 			status, typ = http.StatusRequestEntityTooLarge, "too-large"
+		case errors.Is(err, agent.ErrInvalid): // data nesting too deep
+			status, typ = http.StatusUnprocessableEntity, "invalid-events"
 		}
 		abort(c, newProblem(status, typ, err.Error()))
 		return

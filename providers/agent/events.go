@@ -27,7 +27,16 @@ var (
 // gateway accepted it.
 func Decode(body []byte) (raw []json.RawMessage, batch bool, err error) {
 	body = bytes.TrimSpace(body)
-	if len(body) > 0 && body[0] == '[' {
+	batch = len(body) > 0 && body[0] == '['
+	limit := event.MaxDepth // the event object, then its data
+	if batch {
+		limit++
+	}
+	// The journal's readers decode with the same limit (docs/design.md §4).
+	if event.CheckDepth(body, limit) != nil {
+		return nil, batch, fmt.Errorf("an event's data nests more than %d levels: %w", event.MaxDataDepth, ErrInvalid)
+	}
+	if batch {
 		if err := json.Unmarshal(body, &raw); err != nil {
 			return nil, true, fmt.Errorf("batch is not a JSON array of events: %w", ErrMalformed)
 		}
@@ -150,6 +159,9 @@ func prepare(c *Claims, r json.RawMessage, now time.Time) (*Prepared, error) {
 	}
 	if len(in.Data) > 0 && !bytes.Equal(in.Data, []byte("null")) && in.Data[0] != '{' {
 		return nil, bad(id, ErrInvalid, "data must be a JSON object")
+	}
+	if event.CheckDepth(in.Data, event.MaxDataDepth) != nil {
+		return nil, bad(id, ErrInvalid, "data nests more than %d levels", event.MaxDataDepth)
 	}
 	prio := event.DefaultPriority(typ, in.Data)
 	if in.Priority != "" {

@@ -108,7 +108,14 @@ func New(rdb redis.UniversalClient, cfg Config, log *slog.Logger, reg *prometheu
 	if s.GitHub != nil {
 		requiredOf = s.GitHub.Required.Lookup // branch protection ∪ rulesets ∪ configured
 	}
-	s.Journal = journal.New(rdb, journal.Config{Prefix: cfg.Prefix, Shards: cfg.Shards, Retention: cfg.Retention, MaxLen: cfg.JournalMaxLen})
+	undecodable := prometheus.NewCounter(prometheus.CounterOpts{Name: "wakegate_journal_undecodable_entries_total",
+		Help: "Journal entries a reader skipped because they cannot be decoded (each counted once per process)."})
+	reg.MustRegister(undecodable)
+	s.Journal = journal.New(rdb, journal.Config{Prefix: cfg.Prefix, Shards: cfg.Shards, Retention: cfg.Retention, MaxLen: cfg.JournalMaxLen,
+		Undecodable: func(seq, reason string) {
+			undecodable.Inc()
+			log.Warn("journal: skipped an undecodable entry; readers pass over it", "seq", seq, "reason", reason)
+		}})
 	s.Tracker = tracker.New(rdb, s.Journal, tracker.Config{Settle: cfg.ReadySettle, Required: requiredOf})
 	s.Ingest = ingest.New(rdb, s.Journal)
 	s.Sessions = sessions.New(rdb, s.Journal, cfg.SessionTTL)
