@@ -86,6 +86,7 @@ func runService(ctx context.Context, role string, args []string, stdout, stderr 
 		PushRetry: cfg.PushRetry, AllowPrivateEndpoints: cfg.AllowPrivateEndpoints,
 		Workspaces: cfg.Workspaces, GitHubApp: cfg.gitHubApp(),
 		MaxTurn: cfg.MaxTurn, PRStuckAfter: cfg.PRStuckAfter, HealthEvery: cfg.HealthEvery,
+		MaxSubscriptions: cfg.MaxSubscriptions,
 	}, log, reg)
 	if err != nil {
 		return err

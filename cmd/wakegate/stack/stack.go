@@ -59,6 +59,9 @@ type Config struct {
 	// The health sweep (DESIGN §9, §11): WAKEGATE_MAX_TURN (default 1h),
 	// WAKEGATE_PR_STUCK_AFTER (6h), WAKEGATE_HEALTH_EVERY (its period, 1m).
 	MaxTurn, PRStuckAfter, HealthEvery time.Duration
+	// MaxSubscriptions caps the live subscriptions of one party
+	// (WAKEGATE_MAX_SUBSCRIPTIONS; default 1,000).
+	MaxSubscriptions int
 }
 
 // Stack is wakegate's state on one Redis and the parts that work on it.
@@ -119,7 +122,7 @@ func New(rdb redis.UniversalClient, cfg Config, log *slog.Logger, reg *prometheu
 	s.Tracker = tracker.New(rdb, s.Journal, tracker.Config{Settle: cfg.ReadySettle, Required: requiredOf})
 	s.Ingest = ingest.New(rdb, s.Journal)
 	s.Sessions = sessions.New(rdb, s.Journal, cfg.SessionTTL)
-	s.Subs = subscriptions.New(rdb, cfg.Prefix)
+	s.Subs = subscriptions.New(rdb, cfg.Prefix).WithMaxPerParty(cfg.MaxSubscriptions)
 	s.Sup = supervision.New(rdb, cfg.Prefix, func(ctx context.Context, ws, party string) (bool, error) {
 		p, err := s.Sessions.Get(ctx, ws, party, time.Now())
 		return err == nil && p.Liveness == sessions.Dead, err
