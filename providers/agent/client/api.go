@@ -188,15 +188,33 @@ func (c *Client) Subscribe(ctx context.Context, req SubscriptionRequest) (*Subsc
 	return &out, nil
 }
 
-// Subscriptions lists the caller's live subscriptions.
+// Subscriptions lists the caller's live subscriptions, every page of
+// them (a party has at most WAKEGATE_MAX_SUBSCRIPTIONS).
 func (c *Client) Subscriptions(ctx context.Context) ([]Subscription, error) {
-	var out struct {
-		Subscriptions []Subscription `json:"subscriptions"`
+	var all []Subscription
+	after := ""
+	for range 10_000 {
+		var out struct {
+			Subscriptions []Subscription `json:"subscriptions"`
+			Next          string         `json:"next"`
+		}
+		path := "/v1/subscriptions?limit=1000"
+		if after != "" {
+			path += "&after=" + url.QueryEscape(after)
+		}
+		if _, err := c.do(ctx, call{method: http.MethodGet, path: path, idempotent: true}, &out); err != nil {
+			return nil, err
+		}
+		all = append(all, out.Subscriptions...)
+		if out.Next == "" || out.Next == after {
+			break
+		}
+		after = out.Next
 	}
-	if _, err := c.do(ctx, call{method: http.MethodGet, path: "/v1/subscriptions", idempotent: true}, &out); err != nil {
-		return nil, err
+	if all == nil {
+		all = []Subscription{}
 	}
-	return out.Subscriptions, nil
+	return all, nil
 }
 
 // Unsubscribe deletes one of the caller's subscriptions (404 when it is
