@@ -198,11 +198,11 @@ func (c *Client) Subscriptions(ctx context.Context) ([]Subscription, error) {
 			Subscriptions []Subscription `json:"subscriptions"`
 			Next          string         `json:"next"`
 		}
-		path := "/v1/subscriptions?limit=1000"
+		q := url.Values{"limit": {"1000"}}
 		if after != "" {
-			path += "&after=" + url.QueryEscape(after)
+			q.Set("after", after)
 		}
-		if _, err := c.do(ctx, call{method: http.MethodGet, path: path, idempotent: true}, &out); err != nil {
+		if _, err := c.do(ctx, call{method: http.MethodGet, path: "/v1/subscriptions", query: q, idempotent: true}, &out); err != nil {
 			return nil, err
 		}
 		all = append(all, out.Subscriptions...)
