@@ -6,6 +6,8 @@ import (
 	"strings"
 	"sync"
 	"testing"
+
+	"github.com/wakegate/wakegate/delivery/supervision"
 )
 
 // A party has at most 1,000 live subscriptions by default: the 1,001st is
@@ -85,4 +87,37 @@ func TestSubscriptionsCappedAndPaged(t *testing.T) {
 	e.do("DELETE", "/v1/subscriptions/"+first.Subscriptions[0].ID, owner, "subscribe", "").want(t, 204)
 	e.do("POST", "/v1/subscriptions", owner, "subscribe", `{"subjects": ["github:org/r#2000"]}`).want(t, 201)
 	e.do("POST", "/v1/subscriptions", owner, "subscribe", `{"subjects": ["github:org/r#2001"]}`).want(t, 422)
+}
+
+// A party holds at most supervision.MaxEdgesPerParty edges taken through
+// POST /v1/sessions/{id}/supervise — observed sessions and controller
+// leases together: the next new one is refused with 422 naming the limit,
+// nothing written; renewing one it has is not; releasing one makes room.
+func TestSupervisionEdgesCapped(t *testing.T) {
+	e := newEnv(t)
+	const party = "session:watcher"
+	// The edges it holds already, seeded directly: 10,000 round trips
+	// would test nothing more.
+	var members []any
+	for i := range supervision.MaxEdgesPerParty - 2 {
+		members = append(members, fmt.Sprintf("seeded-%d", i))
+	}
+	watch := e.prefix + ":{sup:" + tws + "}:watch:" + party // docs: package supervision's Storage
+	if err := e.rdb.SAdd(e.ctx, watch, members...).Err(); err != nil {
+		t.Fatal(err)
+	}
+	e.do("POST", "/v1/sessions/w1/supervise", party, supScope, `{"role": "observer"}`).want(t, 200)
+	e.do("POST", "/v1/sessions/w2/supervise", party, supScope, `{"role": "controller"}`).want(t, 200)
+	for _, body := range []string{`{"role": "observer"}`, `{"role": "controller"}`} {
+		a := e.do("POST", "/v1/sessions/w3/supervise", party, supScope, body).want(t, 422)
+		if !strings.Contains(a.str("detail"), fmt.Sprint(supervision.MaxEdgesPerParty)) {
+			t.Fatalf("%s: the refusal does not name the limit: %s", body, a.raw)
+		}
+	}
+	if a := e.do("GET", "/v1/sessions/w3/supervision", party, supScope, "").want(t, 200); strings.Contains(string(a.raw), party) {
+		t.Fatalf("a refused edge was written: %s", a.raw)
+	}
+	e.do("POST", "/v1/sessions/w1/supervise", party, supScope, `{"role": "observer", "scope": "subtree"}`).want(t, 200) // renewing
+	e.do("DELETE", "/v1/sessions/w1/supervise?role=observer", party, supScope, "").want(t, 204)
+	e.do("POST", "/v1/sessions/w3/supervise", party, supScope, `{"role": "observer"}`).want(t, 200)
 }

@@ -45,6 +45,8 @@ type env struct {
 	sup   *supervision.Store
 	box   *inbox.Inbox
 	r     *route.Router
+
+	prefix string
 }
 
 func newEnv(t *testing.T) *env {
@@ -59,7 +61,7 @@ func newEnvConfig(t *testing.T, cfg Config) *env {
 	rdb, prefix := redistest.New(t)
 	j := journal.New(rdb, journal.Config{Prefix: prefix, Shards: 4})
 	reg := sessions.New(rdb, j, time.Minute)
-	e := &env{t: t, ctx: context.Background(), rdb: rdb, j: j, reg: reg, store: ingest.New(rdb, j),
+	e := &env{t: t, ctx: context.Background(), rdb: rdb, j: j, reg: reg, store: ingest.New(rdb, j), prefix: prefix,
 		subs: subscriptions.New(rdb, prefix), box: inbox.New(rdb, inbox.Config{Prefix: prefix})}
 	e.sup = supervision.New(rdb, prefix, func(ctx context.Context, ws, party string) (bool, error) {
 		s, err := reg.Get(ctx, ws, party, time.Now())
