@@ -1,12 +1,17 @@
 package gateway
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
+	"net/http"
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
+	"github.com/wakegate/wakegate/delivery/holds"
+	"github.com/wakegate/wakegate/delivery/push"
 	"github.com/wakegate/wakegate/delivery/supervision"
 )
 
@@ -120,4 +125,27 @@ func TestSupervisionEdgesCapped(t *testing.T) {
 	e.do("POST", "/v1/sessions/w1/supervise", party, supScope, `{"role": "observer", "scope": "subtree"}`).want(t, 200) // renewing
 	e.do("DELETE", "/v1/sessions/w1/supervise?role=observer", party, supScope, "").want(t, 204)
 	e.do("POST", "/v1/sessions/w3/supervise", party, supScope, `{"role": "observer"}`).want(t, 200)
+}
+
+// A workspace holds at most holds.MaxQuietRecords quiet records (one per
+// scope): a new scope beyond it is refused with 422 naming the limit;
+// replacing one that exists is not (docs/design.md §10).
+func TestQuietRecordsCapped(t *testing.T) {
+	e := newEpEnv(t, &push.Guard{AllowPrivate: true}, nil)
+	until := time.Now().Add(time.Hour).UTC()
+	for i := range holds.MaxQuietRecords - 1 {
+		if err := e.holds.SetQuiet(context.Background(), "acme", holds.Quiet{Scope: fmt.Sprintf("human:seeded-%d", i), Until: until, By: "human:gera"}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	body := func(scope string) string {
+		return `{"scope": "` + scope + `", "until": "` + until.Format(time.RFC3339) + `"}`
+	}
+	e.do(http.MethodPut, "/v1/quiet", "acme", "human:gera", "", body("session:last")).want(t, "the last one", http.StatusOK)
+	a := e.do(http.MethodPut, "/v1/quiet", "acme", "human:gera", "", body("session:one-more")).want(t, "one more", http.StatusUnprocessableEntity)
+	if !strings.Contains(a.str("detail"), fmt.Sprint(holds.MaxQuietRecords)) {
+		t.Fatalf("the refusal does not name the limit: %s", a.raw)
+	}
+	e.do(http.MethodPut, "/v1/quiet", "acme", "human:gera", "", body("session:last")).want(t, "replacing", http.StatusOK)
+	e.do(http.MethodPut, "/v1/quiet", "other", "human:gera", "", body("session:one-more")).want(t, "another workspace", http.StatusOK)
 }
