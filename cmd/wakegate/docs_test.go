@@ -104,6 +104,9 @@ type mdLink struct {
 	line   int
 }
 
+// headingLinkRE is a link inside a heading: GitHub slugs its text only.
+var headingLinkRE = regexp.MustCompile(`\[([^\]]*)\]\([^)]*\)`)
+
 var linkRE = regexp.MustCompile(`\]\(([^()\s]+)(?:\s+"[^"]*")?\)`)
 
 // markdownLinks lists the inline links of a Markdown text outside code
@@ -169,7 +172,7 @@ func markdownAnchors(text string) map[string]bool {
 		if fenced || !strings.HasPrefix(line, "#") {
 			continue
 		}
-		title := strings.TrimSpace(strings.TrimLeft(line, "#"))
+		title := headingLinkRE.ReplaceAllString(strings.TrimSpace(strings.TrimLeft(line, "#")), "$1")
 		var b strings.Builder
 		for _, r := range strings.ToLower(title) {
 			switch {

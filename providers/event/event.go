@@ -131,6 +131,7 @@ var vocabulary = map[string]Spec{
 	"wakegate.escalated":           {Internal, KindNone, false},
 	"wakegate.digest":              {Internal, KindNone, false},
 	"wakegate.link_conflict":       {Internal, KindNone, false},
+	"wakegate.link_refused":        {Internal, KindNone, false},
 	"wakegate.redelivered":         {Internal, KindNone, false},
 }
 

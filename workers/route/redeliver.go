@@ -127,6 +127,7 @@ func (r *Router) Redeliver(ctx context.Context, e *event.Event, req RedeliverReq
 	if err != nil {
 		return nil, err
 	}
+	e = v.event
 	if req.Party != "" {
 		rc, ok := to[req.Party]
 		if !ok {

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -178,6 +179,7 @@ func (r *Router) Handle(ctx context.Context, shard int, e *event.Event) error {
 	if err != nil {
 		return err
 	}
+	e = v.event // with the lineage routing resolved
 	if len(to) == 0 && strings.HasPrefix(e.Subject, "session:") && e.Priority.Rank() >= event.Attention.Rank() {
 		return r.undeliverable(ctx, e) // nobody, not even the fallback
 	}
@@ -203,8 +205,9 @@ func (r *Router) Handle(ctx context.Context, shard int, e *event.Event) error {
 // first the settings, the session's record, the subscriptions e matches
 // and the supervision edges up its lineage; then the liveness of the
 // controller candidates, and the holds state and push endpoint of every
-// party that may hear e (a third when the session has labels: the
-// subscriptions are matched again with them).
+// party that may hear e (a third when the session has labels, or
+// ancestors the event does not carry: the subscriptions are matched again
+// with them, and the ancestors' edges read).
 func (r *Router) recipients(ctx context.Context, e *event.Event, now time.Time) (map[string]recipient, *view, error) {
 	b := batchFrom(ctx)
 	// A message goes to its target and the target's observers only
@@ -234,6 +237,16 @@ func (r *Router) recipients(ctx context.Context, e *event.Event, now time.Time) 
 			readMatches = r.subs.QueueMatch(ctx, p, e, nil)
 		}
 	}
+	// A deployment status also reaches the PRs its data names: their
+	// subscribers are matched as if it were about each of them.
+	var readAlso []func() ([]subscriptions.Subscription, error)
+	if !message {
+		for _, subj := range alsoAbout(e) {
+			x := *e
+			x.Subject = subj
+			readAlso = append(readAlso, r.subs.QueueMatch(ctx, p, &x, nil))
+		}
+	}
 	var readEdges func() (map[string][]supervision.Edge, error)
 	if chain != nil {
 		readEdges = r.sup.QueueEdgesFor(ctx, p, e.Workspace, chain)
@@ -251,21 +264,54 @@ func (r *Router) recipients(ctx context.Context, e *event.Event, now time.Time) 
 			return nil, nil, err
 		}
 	}
+	var edges map[string][]supervision.Edge
+	if readEdges != nil {
+		if edges, err = readEdges(); err != nil {
+			return nil, nil, err
+		}
+	}
 	if readSession != nil {
 		s, err := readSession(now)
 		if err != nil {
 			return nil, nil, err
 		}
-		if len(s.Labels) > 0 { // the label index sets join the match
+		if len(e.Lineage) == 0 && len(s.Lineage) > 0 {
+			// An event about a session that carries no lineage (what the
+			// tracker derives about a linked PR) reaches the session's
+			// chain as the session's own events do (docs/design.md §5):
+			// its recorded ancestors join the chain, their subtree
+			// subscriptions and supervision edges are read in one more
+			// round trip.
+			resolved := *e
+			resolved.Lineage = slices.Clone(s.Lineage)
+			e = &resolved
+			chain = append([]string{e.SessionID}, e.Lineage...)
+			p := r.rdb.Pipeline()
+			readMatches := r.subs.QueueMatch(ctx, p, e, s.Labels)
+			readEdges := r.sup.QueueEdgesFor(ctx, p, e.Workspace, chain)
+			_, _ = p.Exec(ctx)
+			if matches, err = readMatches(); err != nil {
+				return nil, nil, err
+			}
+			if edges, err = readEdges(); err != nil {
+				return nil, nil, err
+			}
+		} else if len(s.Labels) > 0 { // the label index sets join the match
 			if matches, err = r.subs.Match(ctx, e, s.Labels); err != nil {
 				return nil, nil, err
 			}
 		}
 	}
-	var edges map[string][]supervision.Edge
-	if readEdges != nil {
-		if edges, err = readEdges(); err != nil {
+
+	for _, read := range readAlso {
+		also, err := read()
+		if err != nil {
 			return nil, nil, err
+		}
+		for _, s := range also {
+			if !slices.ContainsFunc(matches, func(m subscriptions.Subscription) bool { return m.ID == s.ID }) {
+				matches = append(matches, s)
+			}
 		}
 	}
 
@@ -355,7 +401,7 @@ func (r *Router) recipients(ctx context.Context, e *event.Event, now time.Time) 
 			}
 		}
 	}
-	v := &view{settings: settings}
+	v := &view{event: e, settings: settings}
 	if readStates != nil {
 		if v.states, err = readStates(); err != nil {
 			return nil, nil, err
@@ -387,10 +433,37 @@ func (r *Router) recipients(ctx context.Context, e *event.Event, now time.Time) 
 	return to, v, nil
 }
 
-// view is what recipients read besides who they are: the workspace
-// settings, and for every party that may hear the event its holds state
+// maxAlso bounds the other subjects an event reaches.
+const maxAlso = 10
+
+// alsoAbout lists the subjects e reaches besides its own: a deployment
+// status reaches the PRs whose head its sha is, which the tracker names
+// in data.pull_requests (docs/design.md §3).
+func alsoAbout(e *event.Event) []string {
+	if e.Type != "github.deployment_status" || len(e.Data) == 0 {
+		return nil
+	}
+	var d struct {
+		Repo string `json:"repo"`
+		PRs  []int  `json:"pull_requests"`
+	}
+	if json.Unmarshal(e.Data, &d) != nil || d.Repo == "" || !strings.HasPrefix(e.Subject, "github:"+d.Repo+"@") {
+		return nil
+	}
+	var out []string
+	for _, n := range d.PRs {
+		if n > 0 && len(out) < maxAlso {
+			out = append(out, event.PRSubject(d.Repo, n))
+		}
+	}
+	return out
+}
+
+// view is what recipients read besides who they are: the event as
+// routed, the workspace settings, and for every party that may hear the event its holds state
 // (nil without holds) and its endpoint (nil map: not read).
 type view struct {
+	event     *event.Event // e, with the lineage routing resolved (see recipients)
 	settings  supervision.Settings
 	states    map[string]holds.State
 	endpoints map[string]*dpush.Endpoint

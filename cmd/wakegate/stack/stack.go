@@ -17,6 +17,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/redis/go-redis/v9"
 
+	"github.com/wakegate/wakegate/delivery/dashboard"
 	"github.com/wakegate/wakegate/delivery/holds"
 	"github.com/wakegate/wakegate/delivery/inbox"
 	"github.com/wakegate/wakegate/delivery/ingest"
@@ -90,6 +91,7 @@ type Stack struct {
 	Router *route.Router
 
 	healthEvery time.Duration // WAKEGATE_HEALTH_EVERY
+	dashboard   dashboard.Config
 }
 
 // New assembles the stores on rdb. Metrics are registered on reg.
@@ -119,9 +121,9 @@ func New(rdb redis.UniversalClient, cfg Config, log *slog.Logger, reg *prometheu
 			undecodable.Inc()
 			log.Warn("journal: skipped an undecodable entry; readers pass over it", "seq", seq, "reason", reason)
 		}})
-	s.Tracker = tracker.New(rdb, s.Journal, tracker.Config{Settle: cfg.ReadySettle, Required: requiredOf})
-	s.Ingest = ingest.New(rdb, s.Journal)
 	s.Sessions = sessions.New(rdb, s.Journal, cfg.SessionTTL)
+	s.Tracker = tracker.New(rdb, s.Journal, tracker.Config{Settle: cfg.ReadySettle, Required: requiredOf, KnownSession: s.Sessions.Known})
+	s.Ingest = ingest.New(rdb, s.Journal)
 	s.Subs = subscriptions.New(rdb, cfg.Prefix).WithMaxPerParty(cfg.MaxSubscriptions)
 	s.Sup = supervision.New(rdb, cfg.Prefix, func(ctx context.Context, ws, party string) (bool, error) {
 		p, err := s.Sessions.Get(ctx, ws, party, time.Now())
@@ -212,6 +214,7 @@ func (s *Stack) Gateway(cfg gateway.Config, verifier *agent.Verifier, ready func
 		Registry: s.Metrics, Gatherer: s.Metrics, Ready: ready,
 		Endpoints: s.Endpoints, DeadLetters: s.Push,
 		Holds: s.Holds, Releaser: s.Release, Health: s.Health,
+		Dashboard: s.dashboardReader(), // dashboard.go
 	}
 	deps.DeliveryRedeliverer, deps.EventRedeliverer = s.redeliverers() // redeliver.go
 	if s.GitHub != nil {
