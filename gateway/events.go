@@ -55,8 +55,11 @@ func (s *Server) pushEvents(c *gin.Context) {
 	}
 	if err != nil {
 		status, typ := http.StatusBadRequest, "malformed"
-		if errors.Is(err, agent.ErrTooMany) {
+		switch {
+		case errors.Is(err, agent.ErrTooMany):
 			status, typ = http.StatusRequestEntityTooLarge, "too-large"
+		case errors.Is(err, agent.ErrInvalid): // data nesting too deep
+			status, typ = http.StatusUnprocessableEntity, "invalid-events"
 		}
 		abort(c, newProblem(status, typ, err.Error()+structuredHint(c, bin, mt)))
 		return
@@ -356,9 +359,9 @@ func waitParam(c *gin.Context) (time.Duration, *problem) {
 	return d, nil
 }
 
-// childToken is POST /v1/sessions/{child}/token: a token for a child
-// session, scopes a subset of the caller's, lifetime at most the caller's;
-// a session caller is recorded as the child's parent.
+// childToken is POST /v1/sessions/{child}/token: a token for a new child
+// session, or one in the caller's own subtree; scopes a subset of the
+// caller's, lifetime at most the caller's (docs/design.md §4).
 func (s *Server) childToken(c *gin.Context) {
 	claims := claimsOf(c)
 	if s.cfg.TokenSecret == nil {
@@ -409,23 +412,29 @@ func (s *Server) childToken(c *gin.Context) {
 	}
 	ctx, cancel := s.commitContext(c)
 	defer cancel()
-	parent := claims.Party().Session()
-	if parent != "" {
-		err := s.deps.Sessions.SetParent(ctx, claims.Workspace, child, parent, now)
-		if errors.Is(err, sessions.ErrCycle) {
-			abort(c, newProblem(http.StatusUnprocessableEntity, "invalid-events", err.Error()))
-			return
-		}
-		if err == nil && s.deps.Sup != nil { // the spawner controls its child unless one is set
-			err = s.deps.Sup.SetDefaultController(ctx, claims.Workspace, child, parent)
-		}
-		if err != nil {
+	// The route creates a new session as the caller's child, or re-issues
+	// within the caller's own subtree; it never rewrites a parent or a
+	// lease (docs/design.md §4).
+	res, err := s.deps.Sessions.Mint(ctx, claims.Workspace, child, claims.Party(), now)
+	if errors.Is(err, sessions.ErrNotInSubtree) {
+		abort(c, newProblem(http.StatusForbidden, "forbidden",
+			"session "+child+" exists and is not in the caller's subtree: a token is minted for a new session or re-issued by its parent, minter or an ancestor"))
+		return
+	}
+	if err != nil {
+		s.storeProblem(c, "parent", err)
+		return
+	}
+	parent := res.Parent
+	if res.Created && parent != "" && s.deps.Sup != nil { // the spawner controls its new child unless one is set
+		if err := s.deps.Sup.SetDefaultController(ctx, claims.Workspace, child, parent); err != nil {
 			s.storeProblem(c, "parent", err)
 			return
 		}
 	}
 	cl := agent.Claims{Workspace: claims.Workspace, Scope: strings.Join(scopes, " ")}
 	cl.Subject = "session:" + child
+	cl.Issuer = s.cfg.TokenIssuer
 	cl.ExpiresAt = jwtTime(exp)
 	cl.IssuedAt = jwtTime(now)
 	tok, err := agent.Mint(s.cfg.TokenSecret, cl)

@@ -318,7 +318,7 @@ func (t *mcpTools) register(srv *mcp.Server) {
 		Description: "Delete one of your subscriptions by its id."},
 		t.unsubscribe)
 	addTool(srv, &mcp.Tool{Name: "subscription_list", Annotations: readOnly(),
-		Description: "List your live subscriptions."},
+		Description: "List your live subscriptions, a page at a time (after = the next of the previous page)."},
 		t.subscriptionList)
 	addTool(srv, &mcp.Tool{Name: "supervise", Annotations: writes(true),
 		Description: "Take a session's controller lease (or observe it), for it alone or its subtree; a lease another party holds is refused naming the holder unless takeover."},
@@ -544,14 +544,31 @@ func (t *mcpTools) unsubscribe(ctx context.Context, req *mcp.CallToolRequest, in
 
 type subscriptionList struct {
 	Subscriptions []subscriptions.Subscription `json:"subscriptions"`
+	Next          string                       `json:"next"`
 }
 
-func (t *mcpTools) subscriptionList(ctx context.Context, req *mcp.CallToolRequest, _ struct{}) (*mcp.CallToolResult, subscriptionList, error) {
+type subscriptionListInput struct {
+	After string `json:"after,omitempty" jsonschema:"the next of the previous page; omit for the first"`
+	Limit *int   `json:"limit,omitempty" jsonschema:"at most this many subscriptions (default 100, at most 1000)"`
+}
+
+func (t *mcpTools) subscriptionList(ctx context.Context, req *mcp.CallToolRequest, in subscriptionListInput) (*mcp.CallToolResult, subscriptionList, error) {
+	q := url.Values{}
+	if in.After != "" {
+		q.Set("after", in.After)
+	}
+	if in.Limit != nil {
+		q.Set("limit", strconv.Itoa(*in.Limit))
+	}
 	var out subscriptionList
-	if err := t.rest(ctx, req, routeSubs, routeSubs.pattern, nil, &out); err != nil {
+	if err := t.rest(ctx, req, routeSubs, withQuery(routeSubs.pattern, q), nil, &out); err != nil {
 		return nil, out, err
 	}
-	lines := []string{fmt.Sprintf("%d subscriptions", len(out.Subscriptions))}
+	head := fmt.Sprintf("%d subscriptions", len(out.Subscriptions))
+	if out.Next != "" {
+		head += "; more after " + out.Next
+	}
+	lines := []string{head}
 	for _, s := range out.Subscriptions {
 		lines = append(lines, subscriptionLine(s))
 	}

@@ -40,6 +40,7 @@ type mcpEnv struct {
 	t      *testing.T
 	url    string
 	routes gin.RoutesInfo
+	st     *stack.Stack
 }
 
 func newMCPEnv(t *testing.T) *mcpEnv {
@@ -67,7 +68,7 @@ func newMCPEnv(t *testing.T) *mcpEnv {
 		}
 	}()
 	waitUntil(t, "the gateway listens", func() bool { return gw.Addr() != "" })
-	return &mcpEnv{t: t, url: "http://" + gw.Addr(), routes: gw.Handler().(*gin.Engine).Routes()}
+	return &mcpEnv{t: t, url: "http://" + gw.Addr(), routes: gw.Handler().(*gin.Engine).Routes(), st: st}
 }
 
 func mcpGateway(t *testing.T, st *stack.Stack) *gateway.Server {

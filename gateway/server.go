@@ -42,9 +42,10 @@ type Config struct {
 	InflightBytes  int64         // bytes of bodies in flight before 503; default 256 MiB
 	Limits         Limits        // ingest rate limits
 	TokenSecret    []byte        // HS256 secret to mint child tokens; nil disables the route
+	TokenIssuer    string        // iss of minted child tokens: WAKEGATE_JWT_ISSUER, so the verifier accepts them
 	CommitTimeout  time.Duration // bound on a commit before 503; default 2.5s (GitHub gets an answer within 3s)
 	PresenceTTL    time.Duration // how long PUT /v1/presence attends without "for"; default 30m (WAKEGATE_PRESENCE_TTL)
-	// OperatorPassword opens /monitor/ with HTTP Basic (any user name),
+	// OperatorPassword opens /monitor/ with HTTP Basic (user operator),
 	// for a browser (WAKEGATE_OPERATOR_PASSWORD_FILE); empty: tokens only.
 	OperatorPassword []byte
 	Now              func() time.Time

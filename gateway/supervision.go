@@ -78,6 +78,8 @@ func (s *Server) supervisionProblem(c *gin.Context, what string, err error) {
 		abort(c, newProblem(http.StatusForbidden, "forbidden", err.Error()))
 	case errors.Is(err, supervision.ErrInvalid):
 		abort(c, newProblem(http.StatusBadRequest, "malformed", err.Error()))
+	case errors.Is(err, supervision.ErrLimit):
+		abort(c, newProblem(http.StatusUnprocessableEntity, "limit-reached", err.Error()))
 	case errors.Is(err, supervision.ErrNotFound):
 		abort(c, newProblem(http.StatusNotFound, "not-found", err.Error()))
 	default:

@@ -30,7 +30,16 @@ var (
 // gateway accepted it.
 func Decode(body []byte) (raw []json.RawMessage, batch bool, err error) {
 	body = bytes.TrimSpace(body)
-	if len(body) > 0 && body[0] == '[' {
+	batch = len(body) > 0 && body[0] == '['
+	limit := event.MaxDepth // the event object, then its data
+	if batch {
+		limit++
+	}
+	// The journal's readers decode with the same limit (docs/design.md §4).
+	if event.CheckDepth(body, limit) != nil {
+		return nil, batch, fmt.Errorf("an event's data nests more than %d levels: %w", event.MaxDataDepth, ErrInvalid)
+	}
+	if batch {
 		if err := json.Unmarshal(body, &raw); err != nil {
 			return nil, true, fmt.Errorf("batch is not a JSON array of events: %w", ErrMalformed)
 		}
@@ -178,6 +187,9 @@ func prepare(c *Claims, r json.RawMessage, now time.Time, n namer) (*Prepared, e
 	ext, err := extensions(id, r, n)
 	if err != nil {
 		return nil, err
+	}
+	if event.CheckDepth(in.Data, event.MaxDataDepth) != nil {
+		return nil, bad(id, ErrInvalid, "data nests more than %d levels", event.MaxDataDepth)
 	}
 	prio := event.DefaultPriority(typ, in.Data)
 	if in.Priority != "" {

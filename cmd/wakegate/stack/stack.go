@@ -62,6 +62,9 @@ type Config struct {
 	// The health sweep (DESIGN §9, §11): WAKEGATE_MAX_TURN (default 1h),
 	// WAKEGATE_PR_STUCK_AFTER (6h), WAKEGATE_HEALTH_EVERY (its period, 1m).
 	MaxTurn, PRStuckAfter, HealthEvery time.Duration
+	// MaxSubscriptions caps the live subscriptions of one party
+	// (WAKEGATE_MAX_SUBSCRIPTIONS; default 1,000).
+	MaxSubscriptions int
 }
 
 // Stack is wakegate's state on one Redis and the parts that work on it.
@@ -115,11 +118,18 @@ func New(rdb redis.UniversalClient, cfg Config, log *slog.Logger, reg *prometheu
 	if s.GitHub != nil {
 		requiredOf = s.GitHub.Required.Lookup // branch protection ∪ rulesets ∪ configured
 	}
-	s.Journal = journal.New(rdb, journal.Config{Prefix: cfg.Prefix, Shards: cfg.Shards, Retention: cfg.Retention, MaxLen: cfg.JournalMaxLen})
+	undecodable := prometheus.NewCounter(prometheus.CounterOpts{Name: "wakegate_journal_undecodable_entries_total",
+		Help: "Journal entries a reader skipped because they cannot be decoded (each counted once per process)."})
+	reg.MustRegister(undecodable)
+	s.Journal = journal.New(rdb, journal.Config{Prefix: cfg.Prefix, Shards: cfg.Shards, Retention: cfg.Retention, MaxLen: cfg.JournalMaxLen,
+		Undecodable: func(seq, reason string) {
+			undecodable.Inc()
+			log.Warn("journal: skipped an undecodable entry; readers pass over it", "seq", seq, "reason", reason)
+		}})
 	s.Sessions = sessions.New(rdb, s.Journal, cfg.SessionTTL)
 	s.Tracker = tracker.New(rdb, s.Journal, tracker.Config{Settle: cfg.ReadySettle, Required: requiredOf, KnownSession: s.Sessions.Known})
 	s.Ingest = ingest.New(rdb, s.Journal)
-	s.Subs = subscriptions.New(rdb, cfg.Prefix)
+	s.Subs = subscriptions.New(rdb, cfg.Prefix).WithMaxPerParty(cfg.MaxSubscriptions)
 	s.Sup = supervision.New(rdb, cfg.Prefix, func(ctx context.Context, ws, party string) (bool, error) {
 		p, err := s.Sessions.Get(ctx, ws, party, time.Now())
 		return err == nil && p.Liveness == sessions.Dead, err
