@@ -2,6 +2,7 @@ package gateway
 
 import (
 	"context"
+	"errors"
 	"net/http"
 	"strings"
 	"time"
@@ -204,6 +205,10 @@ func (s *Server) putQuiet(c *gin.Context) {
 	ctx, cancel := s.commitContext(c)
 	defer cancel()
 	if err := s.deps.Holds.SetQuiet(ctx, ws, q); err != nil {
+		if errors.Is(err, holds.ErrLimit) {
+			abort(c, newProblem(http.StatusUnprocessableEntity, "limit-reached", err.Error()))
+			return
+		}
 		s.storeProblem(c, "quiet", err)
 		return
 	}

@@ -127,13 +127,14 @@ func (s *Server) monitorAuth(c *gin.Context) {
 		}
 		return
 	}
-	if _, pass, ok := c.Request.BasicAuth(); ok && len(s.cfg.OperatorPassword) > 0 {
+	if user, pass, ok := c.Request.BasicAuth(); ok && len(s.cfg.OperatorPassword) > 0 {
 		if !s.operatorLoginAllowed(c) {
 			return
 		}
-		// Compare digests: constant time whatever the lengths.
+		// The user is operator (docs/design.md §10). Compare digests:
+		// constant time whatever the lengths.
 		got, want := sha256.Sum256([]byte(pass)), sha256.Sum256(s.cfg.OperatorPassword)
-		if subtle.ConstantTimeCompare(got[:], want[:]) == 1 {
+		if subtle.ConstantTimeCompare(got[:], want[:])&subtle.ConstantTimeCompare([]byte(user), []byte("operator")) == 1 {
 			c.Next()
 			return
 		}

@@ -20,6 +20,9 @@ type problem struct {
 	Errors   any    `json:"errors,omitempty"`
 	Holder   string `json:"holder,omitempty"`
 	Epoch    int64  `json:"epoch,omitempty"` // a controller lease's fencing epoch, with holder
+	// Hooks are the hook scopes a delivery is stored under, when a
+	// redelivery by GUID alone finds several.
+	Hooks []string `json:"hooks,omitempty"`
 
 	retryAfter time.Duration
 }

@@ -78,6 +78,8 @@ func (s *Server) supervisionProblem(c *gin.Context, what string, err error) {
 		abort(c, newProblem(http.StatusForbidden, "forbidden", err.Error()))
 	case errors.Is(err, supervision.ErrInvalid):
 		abort(c, newProblem(http.StatusBadRequest, "malformed", err.Error()))
+	case errors.Is(err, supervision.ErrLimit):
+		abort(c, newProblem(http.StatusUnprocessableEntity, "limit-reached", err.Error()))
 	case errors.Is(err, supervision.ErrNotFound):
 		abort(c, newProblem(http.StatusNotFound, "not-found", err.Error()))
 	default:
@@ -260,7 +262,7 @@ func (s *Server) sendMessage(c *gin.Context) {
 		return
 	}
 	now := s.cfg.Now()
-	if wait, ok := s.limiter.allow(claims.Workspace, tokenKey(claims), 1, now); !ok {
+	if wait, ok := s.allow(c.Request.Context(), claims.Workspace, tokenKey(claims), 1); !ok {
 		p := newProblem(http.StatusTooManyRequests, "rate-limited", "rate limit reached for this workspace or token")
 		p.retryAfter = wait
 		abort(c, p)
