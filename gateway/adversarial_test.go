@@ -62,9 +62,7 @@ func advEnv(t *testing.T) (url string, routes gin.RoutesInfo) {
 // knownOpen are refusals this branch expects but does not make yet, each
 // with where it is made. Delete an entry once that fix is merged: the
 // test then holds it.
-var knownOpen = map[string]string{
-	"POST /v1/sessions/:id/token / sibling session": "child tokens for a session outside the caller's subtree: the child-token fix of the same issue",
-}
+var knownOpen = map[string]string{}
 
 // probe is one request an attacker makes on a route, aimed at the
 // victim's ids, and the answers each caller may get.
