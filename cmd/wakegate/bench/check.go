@@ -125,13 +125,18 @@ func (f *fleet) check(ctx context.Context) (*Check, error) {
 }
 
 // recipients is who the routing rules (DESIGN §5) make hear e in the
-// fleet: a message's target; else the effective controller of e's
-// session — the supervisor that spawned it; never the party that caused
-// it, nor the subject session itself (the fleet has no subscriptions or
-// observers). wakegate.* and internal events are never routed.
+// fleet: the people of the push side whose subscriptions match it; and
+// a message's target, else the effective controller of e's session —
+// the supervisor that spawned it; never the party that caused it, nor
+// the subject session itself (the fleet has no observers). wakegate.*
+// and internal events are never routed.
 func (f *fleet) recipients(e *event.Event) []string {
-	if strings.HasPrefix(e.Type, "wakegate.") || e.Priority == event.Internal || e.SessionID == "" {
+	if strings.HasPrefix(e.Type, "wakegate.") || e.Priority == event.Internal {
 		return nil
+	}
+	subs := f.people.hears(e)
+	if e.SessionID == "" {
+		return subs
 	}
 	to := ""
 	if e.Type == "message.sent" {
@@ -139,10 +144,10 @@ func (f *fleet) recipients(e *event.Event) []string {
 	} else if sup := f.controllerOf(e.SessionID); sup != "" && sup != event.SessionSubject(e.SessionID) {
 		to = sup
 	}
-	if to == "" || to == causer(e) {
-		return nil
+	if to == "" || to == causer(e) || slices.Contains(subs, to) {
+		return subs
 	}
-	return []string{to}
+	return append(subs, to)
 }
 
 // controllerOf is the supervisor a worker session was spawned under.

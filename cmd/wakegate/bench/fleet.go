@@ -44,6 +44,7 @@ func runFleet(ctx context.Context, r *runner, during func(ctx context.Context, s
 	}
 	f := newFleet(r.o, sys)
 	defer f.c.CloseIdleConnections()
+	defer f.people.stop()
 	if err := f.setup(ctx); err != nil {
 		return fmt.Errorf("set the fleet up: %w", err)
 	}
@@ -58,7 +59,12 @@ func runFleet(ctx context.Context, r *runner, during func(ctx context.Context, s
 	}
 	l := Loop{Name: "fleet, open loop", Rate: r.o.Rate, Conns: max(r.o.Conns, 256), Duration: r.o.Duration, Warmup: r.o.Warmup, Do: f.do}
 	lags := sampleLag(ctx, sys)
+	bctx, stopBursts := context.WithCancel(ctx)
+	burstsDone := make(chan struct{})
+	go func() { defer close(burstsDone); f.bursts(bctx) }()
 	res := r.measure(ctx, sys, l, false)
+	stopBursts()
+	<-burstsDone
 	worst := lags()
 	stop()
 	r.note("worst lag read once a second during the load: derive %s (backlog %d), route %s", worst.Derive.Round(time.Millisecond), worst.Backlog, worst.Route.Round(time.Millisecond))
@@ -73,14 +79,22 @@ func runFleet(ctx context.Context, r *runner, during func(ctx context.Context, s
 	if lag.Backlog > 0 || lag.Route > 0 {
 		r.note("the workers had not caught up 3 min after the load (derive backlog %d, route lag %s): the check counts what is missing as lost", lag.Backlog, lag.Route)
 	}
+	unacked, err := f.pushDrain(ctx)
+	if err != nil {
+		return fmt.Errorf("drain the push side: %w", err)
+	}
 	chk, err := f.check(ctx)
 	if err != nil {
 		return fmt.Errorf("check the ledger: %w", err)
 	}
+	pf := f.pushFigures(ctx)
+	chk.Invariants = append(chk.Invariants, unacked,
+		Invariant{Name: "push side: pushes failing the receiver's checks (Standard Webhooks signature under the party's secret, its party)", Count: pf.bad, Example: pf.badEx})
 	r.rep.Check = chk
 	r.rep.Wake = sups.tracker.stats(f.measuredFrom(), r.o.Duration, f.supParties())
 	r.note("fact → wake by kind: %s", sups.tracker.byKind(f.measuredFrom(), r.o.Duration))
 	f.rows(r, res, bl, chk)
+	f.pushRows(r, pf)
 	return nil
 }
 
@@ -124,6 +138,7 @@ type fleet struct {
 	hooks   map[int]ghFixture
 	sent    *sentLog
 	wakes   *wakeTracker
+	people  *pushSide // the people with push endpoints
 	start   sync.Once
 	first   time.Time // intended time of the load's first request
 }
@@ -157,6 +172,7 @@ func newFleet(o Options, sys *System) *fleet {
 		s.cond = sync.NewCond(&s.mu)
 		f.slots = append(f.slots, s)
 	}
+	f.people = newPushSide(f.members, valid)
 	return f
 }
 
@@ -182,6 +198,11 @@ func (f *fleet) setup(ctx context.Context) error {
 		map[string]any{"rate": map[string]any{"per": "1s", "burst": 10000}}, http.StatusOK, nil)
 	if err != nil {
 		return fmt.Errorf("raise the rate cap: %w", err)
+	}
+	// The people subscribe before the spawns, so the routing rules the
+	// check applies name them for every event of the run.
+	if err := f.people.start(ctx, f.c, f.sys.Gateways[0]); err != nil {
+		return fmt.Errorf("the push side: %w", err)
 	}
 	err = parallel(ctx, len(f.members), 32, func(ctx context.Context, k int) error {
 		m := f.members[k]
