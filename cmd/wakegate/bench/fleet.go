@@ -17,7 +17,7 @@ import (
 
 func init() {
 	scenarios["fleet"] = &scenario{
-		about: "--sessions agent sessions under --supervisors supervisors working on --prs PRs: agent pushes and signed GitHub PR stories, mixed, open loop at --rate; supervisors long-poll and ack; fact → wake latency; the journal and delivery ledger checked against what was sent",
+		about: "--sessions agent sessions under --supervisors supervisors working on --prs PRs: agent pushes and signed GitHub PR stories, mixed, open loop at --rate; supervisors long-poll and ack; fact → wake latency; a push side (people with push endpoints watching sessions that end turns in bursts: pushes per decided wake, nothing left unacked after the drain); the journal and delivery ledger checked against what was sent",
 		defaults: Options{Duration: 60 * time.Second, Warmup: 3 * time.Second, Rate: 600, Conns: 64,
 			Sessions: 1000, PRs: 200, Supervisors: 50},
 		run: func(ctx context.Context, r *runner) error { return runFleet(ctx, r, nil) },
