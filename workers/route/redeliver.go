@@ -123,10 +123,11 @@ func (r *Router) Redeliver(ctx context.Context, e *event.Event, req RedeliverReq
 	}
 
 	now := r.now()
-	to, v, err := r.recipients(ctx, e, now)
+	d, v, err := r.route(ctx, e, now)
 	if err != nil {
 		return nil, err
 	}
+	to := d.to
 	if req.Party != "" {
 		rc, ok := to[req.Party]
 		if !ok {

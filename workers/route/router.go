@@ -164,8 +164,8 @@ type recipient struct {
 
 // Handle routes one event; it is the consumer's Handler.
 func (r *Router) Handle(ctx context.Context, shard int, e *event.Event) error {
-	if strings.HasPrefix(e.Type, "wakegate.") || e.Priority == event.Internal {
-		return nil // never routed
+	if !routed(e) {
+		return nil
 	}
 	now := r.now()
 	if e.Type == "session.spawned" && len(e.Lineage) > 0 {
@@ -174,13 +174,14 @@ func (r *Router) Handle(ctx context.Context, shard int, e *event.Event) error {
 			return err
 		}
 	}
-	to, v, err := r.recipients(ctx, e, now)
+	d, v, err := r.route(ctx, e, now)
 	if err != nil {
 		return err
 	}
-	if len(to) == 0 && strings.HasPrefix(e.Subject, "session:") && e.Priority.Rank() >= event.Attention.Rank() {
-		return r.undeliverable(ctx, e) // nobody, not even the fallback
+	if d.undeliverable {
+		return r.undeliverable(ctx, e)
 	}
+	to := d.to
 	if err := r.pausedSessions(ctx, e, now, to); err != nil { // seed 003: see paused.go
 		return err
 	}
@@ -195,25 +196,181 @@ func (r *Router) Handle(ctx context.Context, shard int, e *event.Event) error {
 	return nil
 }
 
-// recipients resolves who must hear e now (DESIGN §5): subscribers,
-// observers and the effective controller up its lineage, a message's
-// target, and the fallback when an attention+ session event would
-// otherwise reach nobody; and what delivering needs of what it read
-// (view). It writes nothing, and reads in two pipelined round trips:
+// route resolves who must hear e now (DESIGN §5) and what delivering
+// needs of what it read (view): gather reads the snapshot, decide applies
+// the rules to it. It writes nothing.
+func (r *Router) route(ctx context.Context, e *event.Event, now time.Time) (decision, *view, error) {
+	snap, v, err := r.gather(ctx, e, now)
+	if err != nil {
+		return decision{}, nil, err
+	}
+	return decide(snap, e), v, nil
+}
+
+// snapshot is everything the rules of DESIGN §5 read about one event:
+// gather reads it from Redis, decide is a pure function of it.
+type snapshot struct {
+	settings supervision.Settings
+	// chain is e's session followed by its lineage, nearest ancestor
+	// first; nil when e is about no session.
+	chain []string
+	// matches are the subscriptions e matches (none are read for a
+	// message), oldest first.
+	matches []subscriptions.Subscription
+	// edges are the supervision edges of chain's sessions, by session.
+	edges map[string][]supervision.Edge
+	// dead tells which controller candidates are dead; a party absent
+	// from it is not (DESIGN §2: unknown parties are not dead).
+	dead map[string]bool
+}
+
+// decision is who hears an event, and why; undeliverable when a session
+// event of attention or more reaches nobody, not even the fallback.
+type decision struct {
+	to            map[string]recipient
+	undeliverable bool
+}
+
+// routed reports whether e is routed at all: wakegate.* and internal
+// events never are (DESIGN §5).
+func routed(e *event.Event) bool {
+	return !strings.HasPrefix(e.Type, "wakegate.") && e.Priority != event.Internal
+}
+
+// isMessage: a message goes to its target and the target's observers only
+// (DESIGN §7): no subscriber, no controller, no fallback.
+func isMessage(e *event.Event) bool { return e.Type == "message.sent" && e.SessionID != "" }
+
+// chainOf is e's session followed by its lineage; nil without a session.
+func chainOf(e *event.Event) []string {
+	if e.SessionID == "" {
+		return nil
+	}
+	return append([]string{e.SessionID}, e.Lineage...)
+}
+
+// candidates are the parties that may be e's effective controller, in the
+// order they are considered: the applicable controller edges' holders,
+// then the workspace default controller. None for a message or an event
+// about no session.
+func candidates(s *snapshot, e *event.Event) []string {
+	if s.chain == nil || isMessage(e) {
+		return nil
+	}
+	var out []string
+	for _, edge := range supervision.Applicable(s.chain, s.edges) {
+		if edge.Role == supervision.Controller {
+			out = append(out, edge.Holder)
+		}
+	}
+	if s.settings.DefaultController != "" {
+		out = append(out, s.settings.DefaultController)
+	}
+	return out
+}
+
+// mayHear lists, once each, every party decide may name from s (those
+// whose holds state and endpoint gather reads): the subscribers, the
+// message's target, the observers, the controller candidates and the
+// fallback.
+func mayHear(s *snapshot, e *event.Event) []string {
+	seen := map[string]bool{}
+	var out []string
+	add := func(p string) {
+		if p != "" && !seen[p] {
+			seen[p] = true
+			out = append(out, p)
+		}
+	}
+	for _, sub := range s.matches {
+		add(sub.Owner)
+	}
+	if isMessage(e) {
+		add(event.SessionSubject(e.SessionID))
+	}
+	for _, edge := range supervision.Applicable(s.chain, s.edges) {
+		if edge.Role == supervision.Observer {
+			add(edge.Holder)
+		}
+	}
+	for _, c := range candidates(s, e) {
+		add(c)
+	}
+	if f := s.settings.Fallback; f != nil {
+		add(f.Party)
+	}
+	return out
+}
+
+// decide applies the rules of DESIGN §5 to one event and what gather read
+// about it: subscribers, observers of e's session and of its ancestors
+// with scope subtree, the effective controller (own, an ancestor's
+// subtree controller, the workspace default; a dead one skipped), a
+// message's target; minus the party that caused e and the subject session
+// itself (except through its own subscriptions or as a message's target);
+// then the fallback when an attention+ session event would reach nobody,
+// and undeliverable when even that leaves nobody. It does no I/O.
+func decide(s *snapshot, e *event.Event) decision {
+	to := map[string]recipient{}
+	if !routed(e) {
+		return decision{to: to}
+	}
+	message := isMessage(e)
+	for _, sub := range s.matches {
+		if message {
+			break // a message reaches no subscriber
+		}
+		to[sub.Owner] = recipient{via: inbox.ViaSubscription, mode: sub.Delivery, waiter: sub.Owner == "session:"+e.SessionID}
+	}
+	if message {
+		to[event.SessionSubject(e.SessionID)] = recipient{via: inbox.ViaDirect}
+	}
+	for _, edge := range supervision.Applicable(s.chain, s.edges) {
+		if _, ok := to[edge.Holder]; !ok && edge.Role == supervision.Observer {
+			to[edge.Holder] = recipient{via: inbox.ViaObserver}
+		}
+	}
+	if s.chain != nil && !message {
+		dead := func(_ context.Context, _, party string) (bool, error) { return s.dead[party], nil }
+		// dead never fails, so neither does the resolution.
+		res, _ := supervision.EffectiveController(context.Background(), e.Workspace, s.chain, s.edges, s.settings.DefaultController, dead)
+		if controller := res.Party; controller != "" {
+			if rc, ok := to[controller]; !ok || rc.via == inbox.ViaObserver {
+				to[controller] = recipient{via: inbox.ViaController}
+			} else if rc.via == inbox.ViaSubscription {
+				rc.controller = true
+				to[controller] = rc
+			}
+		}
+	}
+
+	// A sender never hears its own event; the subject session hears about
+	// itself only through its own subscriptions (or as a message's target).
+	delete(to, causer(e))
+	if self := "session:" + e.SessionID; e.SessionID != "" {
+		if rc, ok := to[self]; ok && rc.via != inbox.ViaSubscription && rc.via != inbox.ViaDirect {
+			delete(to, self)
+		}
+	}
+	needsSomeone := strings.HasPrefix(e.Subject, "session:") && e.Priority.Rank() >= event.Attention.Rank()
+	if len(to) == 0 && needsSomeone {
+		if f := s.settings.Fallback; !message && f != nil && f.Party != "" && f.Party != causer(e) {
+			to[f.Party] = recipient{via: inbox.ViaFallback}
+		}
+	}
+	return decision{to: to, undeliverable: len(to) == 0 && needsSomeone}
+}
+
+// gather reads what decide needs about e, in two pipelined round trips:
 // first the settings, the session's record, the subscriptions e matches
-// and the supervision edges up its lineage; then the liveness of the
+// and the supervision edges up its chain; then the liveness of the
 // controller candidates, and the holds state and push endpoint of every
 // party that may hear e (a third when the session has labels: the
-// subscriptions are matched again with them).
-func (r *Router) recipients(ctx context.Context, e *event.Event, now time.Time) (map[string]recipient, *view, error) {
+// subscriptions are matched again with them). It writes nothing.
+func (r *Router) gather(ctx context.Context, e *event.Event, now time.Time) (*snapshot, *view, error) {
 	b := batchFrom(ctx)
-	// A message goes to its target and the target's observers only
-	// (DESIGN §7): no subscriber, no controller, no fallback.
-	message := e.Type == "message.sent" && e.SessionID != ""
-	var chain []string
-	if e.SessionID != "" {
-		chain = append([]string{e.SessionID}, e.Lineage...)
-	}
+	message := isMessage(e)
+	snap := &snapshot{chain: chainOf(e)}
 
 	p := r.rdb.Pipeline()
 	settings, ok := b.settingsFor(e.Workspace)
@@ -223,20 +380,19 @@ func (r *Router) recipients(ctx context.Context, e *event.Event, now time.Time) 
 	}
 	var readSession func(time.Time) (*sessions.Session, error)
 	var readMatches func() ([]subscriptions.Subscription, error)
-	var matches []subscriptions.Subscription
 	if !message {
 		if e.SessionID != "" {
 			readSession = r.reg.Queue(ctx, p, e.Workspace, event.SessionSubject(e.SessionID)) // its labels
 		}
 		if c, ok := b.prefetched(ctx, e, r.subs); ok {
-			matches = r.subs.MatchFrom(ctx, e, c)
+			snap.matches = r.subs.MatchFrom(ctx, e, c)
 		} else {
 			readMatches = r.subs.QueueMatch(ctx, p, e, nil)
 		}
 	}
 	var readEdges func() (map[string][]supervision.Edge, error)
-	if chain != nil {
-		readEdges = r.sup.QueueEdgesFor(ctx, p, e.Workspace, chain)
+	if snap.chain != nil {
+		readEdges = r.sup.QueueEdgesFor(ctx, p, e.Workspace, snap.chain)
 	}
 	_, _ = p.Exec(ctx) // each read below meets its own command's error
 	var err error
@@ -246,8 +402,9 @@ func (r *Router) recipients(ctx context.Context, e *event.Event, now time.Time) 
 		}
 		b.keepSettings(e.Workspace, settings)
 	}
+	snap.settings = settings
 	if readMatches != nil {
-		if matches, err = readMatches(); err != nil {
+		if snap.matches, err = readMatches(); err != nil {
 			return nil, nil, err
 		}
 	}
@@ -257,66 +414,27 @@ func (r *Router) recipients(ctx context.Context, e *event.Event, now time.Time) 
 			return nil, nil, err
 		}
 		if len(s.Labels) > 0 { // the label index sets join the match
-			if matches, err = r.subs.Match(ctx, e, s.Labels); err != nil {
+			if snap.matches, err = r.subs.Match(ctx, e, s.Labels); err != nil {
 				return nil, nil, err
 			}
 		}
 	}
-	var edges map[string][]supervision.Edge
 	if readEdges != nil {
-		if edges, err = readEdges(); err != nil {
+		if snap.edges, err = readEdges(); err != nil {
 			return nil, nil, err
 		}
 	}
 
-	to := map[string]recipient{}
-	for _, s := range matches {
-		to[s.Owner] = recipient{via: inbox.ViaSubscription, mode: s.Delivery, waiter: s.Owner == "session:"+e.SessionID}
-	}
-	if message {
-		to[event.SessionSubject(e.SessionID)] = recipient{via: inbox.ViaDirect}
-	}
-	for _, edge := range supervision.Applicable(chain, edges) {
-		if _, ok := to[edge.Holder]; !ok && edge.Role == supervision.Observer {
-			to[edge.Holder] = recipient{via: inbox.ViaObserver}
-		}
-	}
-
 	// The second round trip: who of the controller candidates is alive,
-	// and the holds state of everyone who may hear e.
-	withController := chain != nil && !message
-	var candidates []string
-	if withController {
-		for _, edge := range supervision.Applicable(chain, edges) {
-			if edge.Role == supervision.Controller {
-				candidates = append(candidates, edge.Holder)
-			}
-		}
-		if settings.DefaultController != "" {
-			candidates = append(candidates, settings.DefaultController)
-		}
-	}
+	// and the holds state and endpoint of everyone who may hear e.
 	p = r.rdb.Pipeline()
-	lives := make(map[string]func(time.Time) (*sessions.Session, error), len(candidates))
-	for _, c := range candidates {
+	lives := map[string]func(time.Time) (*sessions.Session, error){}
+	for _, c := range candidates(snap, e) {
 		if _, ok := lives[c]; !ok {
 			lives[c] = r.reg.Queue(ctx, p, e.Workspace, c)
 		}
 	}
-	may := make([]string, 0, len(to)+len(lives)+1)
-	for party := range to {
-		may = append(may, party)
-	}
-	for party := range lives {
-		if _, ok := to[party]; !ok {
-			may = append(may, party)
-		}
-	}
-	if f := settings.Fallback; f != nil && f.Party != "" {
-		if _, ok := to[f.Party]; !ok && lives[f.Party] == nil {
-			may = append(may, f.Party)
-		}
-	}
+	may := mayHear(snap, e)
 	var readStates func() (map[string]holds.State, error)
 	if r.holds != nil && len(may) > 0 {
 		readStates = r.holds.QueueLookup(ctx, p, e.Workspace, may, now)
@@ -328,32 +446,17 @@ func (r *Router) recipients(ctx context.Context, e *event.Event, now time.Time) 
 			readEndpoints[party] = pf.QueueEndpoint(ctx, p, e.Workspace, party)
 		}
 	}
-	_, _ = p.Exec(ctx)
+	if len(lives) > 0 || readStates != nil || len(readEndpoints) > 0 {
+		_, _ = p.Exec(ctx)
+	}
 
-	if withController {
-		dead := func(ctx context.Context, ws, party string) (bool, error) {
-			read := lives[party]
-			if read == nil { // not a candidate read above (cannot happen): read it now
-				read = func(now time.Time) (*sessions.Session, error) { return r.reg.Get(ctx, ws, party, now) }
-			}
-			s, err := read(now)
-			if err != nil {
-				return false, err
-			}
-			return s.Liveness == sessions.Dead, nil
-		}
-		res, err := supervision.EffectiveController(ctx, e.Workspace, chain, edges, settings.DefaultController, dead)
+	snap.dead = make(map[string]bool, len(lives))
+	for party, read := range lives {
+		s, err := read(now)
 		if err != nil {
-			return nil, nil, err
+			return nil, nil, fmt.Errorf("liveness of %s: %w", party, err)
 		}
-		if controller := res.Party; controller != "" {
-			if rc, ok := to[controller]; !ok || rc.via == inbox.ViaObserver {
-				to[controller] = recipient{via: inbox.ViaController}
-			} else if rc.via == inbox.ViaSubscription {
-				rc.controller = true
-				to[controller] = rc
-			}
-		}
+		snap.dead[party] = s.Liveness == sessions.Dead
 	}
 	v := &view{settings: settings}
 	if readStates != nil {
@@ -369,25 +472,10 @@ func (r *Router) recipients(ctx context.Context, e *event.Event, now time.Time) 
 			}
 		}
 	}
-
-	// A sender never hears its own event; the subject session hears about
-	// itself only through its own subscriptions (or as a message's target).
-	delete(to, causer(e))
-	if self := "session:" + e.SessionID; e.SessionID != "" {
-		if rc, ok := to[self]; ok && rc.via != inbox.ViaSubscription && rc.via != inbox.ViaDirect {
-			delete(to, self)
-		}
-	}
-	sessionEvent := strings.HasPrefix(e.Subject, "session:")
-	if len(to) == 0 && sessionEvent && e.Priority.Rank() >= event.Attention.Rank() {
-		if !message && settings.Fallback != nil && settings.Fallback.Party != "" && settings.Fallback.Party != causer(e) {
-			to[settings.Fallback.Party] = recipient{via: inbox.ViaFallback}
-		}
-	}
-	return to, v, nil
+	return snap, v, nil
 }
 
-// view is what recipients read besides who they are: the workspace
+// view is what gather read besides who they are: the workspace
 // settings, and for every party that may hear the event its holds state
 // (nil without holds) and its endpoint (nil map: not read).
 type view struct {
