@@ -126,7 +126,7 @@ func (s *Server) redeliverEvent(c *gin.Context) {
 	}
 	found, err := s.deps.Journal.Find(c.Request.Context(), source, id)
 	if err != nil {
-		s.storeProblem(c, "journal", err)
+		s.fail(c, "journal", err)
 		return
 	}
 	if subject, ok := c.GetQuery("subject"); ok {
@@ -175,7 +175,7 @@ func (s *Server) redeliveryFailed(c *gin.Context, what string, err error) bool {
 		}
 		abort(c, newProblem(refused.Status, typ, refused.Detail))
 	default:
-		s.storeProblem(c, what, err)
+		s.fail(c, what, err)
 	}
 	return true
 }

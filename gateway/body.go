@@ -31,7 +31,7 @@ func (s *Server) readBody(c *gin.Context, limit int64) (body []byte, release fun
 func readProblem(err error) *problem {
 	var tooBig *http.MaxBytesError
 	if errors.As(err, &tooBig) {
-		return newProblem(http.StatusRequestEntityTooLarge, "too-large", "body over the size limit")
+		return problemFor(err)
 	}
 	return newProblem(http.StatusBadRequest, "malformed", "could not read the body")
 }

@@ -41,11 +41,7 @@ func (s *Server) pushEvents(c *gin.Context) {
 	defer release()
 	raw, _, err := agent.Decode(body)
 	if err != nil {
-		status, typ := http.StatusBadRequest, "malformed"
-		if errors.Is(err, agent.ErrTooMany) {
-			status, typ = http.StatusRequestEntityTooLarge, "too-large"
-		}
-		abort(c, newProblem(status, typ, err.Error()))
+		abort(c, problemFor(err)) // malformed (400), or too many (413)
 		return
 	}
 	now := s.cfg.Now()
@@ -63,19 +59,19 @@ func (s *Server) pushEvents(c *gin.Context) {
 	}
 	ctx, cancel := s.commitContext(c)
 	defer cancel()
-	items, p := s.resolve(ctx, claims, prepared, now)
+	items, p := s.resolve(ctx, c, claims, prepared, now)
 	if p != nil {
 		abort(c, p)
 		return
 	}
 	results, err := s.deps.Ingest.CommitEvents(ctx, claims.Workspace, string(claims.Party()), items, now)
 	if err != nil {
-		if strings.Contains(err.Error(), "CROSSSLOT") {
+		if errors.Is(err, ingest.ErrCrossSlot) {
 			abort(c, newProblem(http.StatusUnprocessableEntity, "invalid-events",
 				"on Redis Cluster a batch must be about one session's shard; split it"))
 			return
 		}
-		s.storeProblem(c, "events", err)
+		s.fail(c, "events", err)
 		return
 	}
 	type accepted struct {
@@ -120,7 +116,9 @@ func tokenKey(c *agent.Claims) string {
 // repositories of PR claims, existing links (refusing a second claimant),
 // and only then the claims. A claim is idempotent and written before the
 // events are: a push retried after a failed commit claims again harmlessly.
-func (s *Server) resolve(ctx context.Context, claims *agent.Claims, prepared []*agent.Prepared, now time.Time) ([]ingest.Item, *problem) {
+//
+// A storage failure is answered with failed's problem (logged, counted).
+func (s *Server) resolve(ctx context.Context, gc *gin.Context, claims *agent.Claims, prepared []*agent.Prepared, now time.Time) ([]ingest.Item, *problem) {
 	items := make([]ingest.Item, len(prepared))
 	var errs []*agent.EventError
 	for i, p := range prepared {
@@ -134,7 +132,7 @@ func (s *Server) resolve(ctx context.Context, claims *agent.Claims, prepared []*
 				continue
 			}
 			if err != nil {
-				return nil, unavailable("storage unavailable; retry")
+				return nil, s.failed(gc, "lineage", err)
 			}
 			items[i].Parent, items[i].Lineage = p.Parent, lineage
 		}
@@ -145,12 +143,15 @@ func (s *Server) resolve(ctx context.Context, claims *agent.Claims, prepared []*
 			}
 			holder, err := s.deps.Linker.Link(ctx, claims.Workspace, c.Repo, c.Number)
 			if err != nil {
-				return nil, unavailable("storage unavailable; retry")
+				return nil, s.failed(gc, "pull request link", err)
 			}
 			if holder != "" && holder != e.SessionID {
 				// Claiming again writes only the wakegate.link_conflict record.
 				if _, err := s.deps.Linker.Claim(ctx, claims.Workspace, c.Repo, c.Number, e.SessionID, now); !errors.Is(err, tracker.ErrLinkConflict) {
-					return nil, unavailable("storage unavailable; retry")
+					if err == nil {
+						err = errors.New("claim of a linked pull request succeeded")
+					}
+					return nil, s.failed(gc, "pull request claim", err)
 				}
 				return nil, linkConflict(c, holder)
 			}
@@ -166,7 +167,7 @@ func (s *Server) resolve(ctx context.Context, claims *agent.Claims, prepared []*
 				return nil, linkConflict(c, holder)
 			}
 			if err != nil {
-				return nil, unavailable("storage unavailable; retry")
+				return nil, s.failed(gc, "pull request claim", err)
 			}
 		}
 	}
@@ -245,7 +246,7 @@ func (s *Server) readEvents(c *gin.Context) {
 		evs, next, err := s.deps.Journal.Read(c.Request.Context(), cursor, f, limit)
 		if err != nil {
 			stop()
-			s.storeProblem(c, "read", err)
+			s.fail(c, "read", err)
 			return
 		}
 		remaining := time.Until(deadline)
@@ -390,7 +391,7 @@ func (s *Server) childToken(c *gin.Context) {
 			err = s.deps.Sup.SetDefaultController(ctx, claims.Workspace, child, parent)
 		}
 		if err != nil {
-			s.storeProblem(c, "parent", err)
+			s.fail(c, "parent", err)
 			return
 		}
 	}

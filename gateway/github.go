@@ -80,7 +80,7 @@ func (s *Server) githubWebhook(c *gin.Context) {
 	defer cancel()
 	res, err := s.deps.Ingest.CommitDelivery(ctx, d)
 	if err != nil {
-		s.storeProblem(c, "delivery", err)
+		s.fail(c, "delivery", err)
 		return
 	}
 	if res != ingest.Committed {

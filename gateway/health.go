@@ -46,7 +46,7 @@ func (s *Server) supervisionHealth(c *gin.Context) {
 	}
 	report, err := s.deps.Health.ReportJSON(c.Request.Context(), ws, s.cfg.Now())
 	if err != nil {
-		s.storeProblem(c, "health report", err)
+		s.fail(c, "health report", err)
 		return
 	}
 	c.JSON(http.StatusOK, report)

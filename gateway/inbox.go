@@ -99,7 +99,7 @@ func (s *Server) getInbox(c *gin.Context) {
 		entries, next, err = s.deps.Inbox.List(ctx, q.workspace, q.party, q.after, q.hasAfter, q.limit)
 	}
 	if err != nil {
-		s.storeProblem(c, "inbox", err)
+		s.fail(c, "inbox", err)
 		return
 	}
 	if ctx.Err() != nil {
@@ -242,11 +242,8 @@ func (s *Server) ackInbox(c *gin.Context) {
 	case errors.Is(err, inbox.ErrBeyondLast):
 		abort(c, newProblem(http.StatusBadRequest, "malformed", "a seq is beyond the inbox's last; nothing was acked"))
 		return
-	case errors.Is(err, inbox.ErrInvalid):
-		abort(c, newProblem(http.StatusBadRequest, "malformed", err.Error()))
-		return
 	case err != nil:
-		s.storeProblem(c, "ack", err)
+		s.fail(c, "ack", err)
 		return
 	}
 	c.JSON(http.StatusOK, gin.H{"acked": acked})

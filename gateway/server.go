@@ -364,16 +364,3 @@ func (s *Server) isStopping() bool {
 func (s *Server) commitContext(c *gin.Context) (context.Context, context.CancelFunc) {
 	return context.WithTimeout(c.Request.Context(), s.cfg.CommitTimeout)
 }
-
-// storeProblem maps a Redis failure to 503: the client (GitHub, an agent)
-// retries, and nothing was acknowledged.
-func (s *Server) storeProblem(c *gin.Context, what string, err error) {
-	s.log.Error("commit failed", "what", what, "request_id", c.GetString(requestIDKey), "err", err)
-	s.metrics.storeErrors.Inc()
-	if errors.Is(err, context.DeadlineExceeded) {
-		// Redis may be healthy and this process overloaded: say both.
-		abort(c, unavailable("the commit did not finish in time (storage slow or gateway overloaded); retry"))
-		return
-	}
-	abort(c, unavailable("storage unavailable; retry"))
-}

@@ -25,20 +25,6 @@ type createdSubscription struct {
 	Closed bool `json:"closed,omitempty"`
 }
 
-// subscriptionProblem answers an error of the subscription store.
-func (s *Server) subscriptionProblem(c *gin.Context, err error) {
-	switch {
-	case errors.Is(err, subscriptions.ErrInvalid):
-		abort(c, newProblem(http.StatusBadRequest, "malformed", err.Error()))
-	case errors.Is(err, subscriptions.ErrUntil):
-		abort(c, newProblem(http.StatusUnprocessableEntity, "unprocessable", err.Error()))
-	case errors.Is(err, subscriptions.ErrNotFound):
-		abort(c, newProblem(http.StatusNotFound, "not-found", err.Error()))
-	default:
-		s.storeProblem(c, "subscription", err)
-	}
-}
-
 // createSubscription is POST /v1/subscriptions: the caller's party owns
 // it, in the token's workspace. DeathWatch: each exact subject that has
 // already ended has its terminal event delivered to the owner at once.
@@ -51,7 +37,7 @@ func (s *Server) createSubscription(c *gin.Context) {
 	defer release()
 	sub, err := subscriptions.Parse(body)
 	if err != nil {
-		s.subscriptionProblem(c, err)
+		s.fail(c, "subscription", err)
 		return
 	}
 	sub.Workspace, sub.Owner = claims.Workspace, string(claims.Party())
@@ -72,7 +58,7 @@ func (s *Server) createSubscription(c *gin.Context) {
 			}
 			dcancel()
 		}
-		s.subscriptionProblem(c, err)
+		s.fail(c, "subscription", err)
 		return
 	}
 	c.JSON(http.StatusCreated, createdSubscription{created.Subscription, created.Closed})
@@ -147,7 +133,7 @@ func (s *Server) listSubscriptions(c *gin.Context) {
 	claims := claimsOf(c)
 	subs, err := s.deps.Subs.List(c.Request.Context(), claims.Workspace, string(claims.Party()))
 	if err != nil {
-		s.subscriptionProblem(c, err)
+		s.fail(c, "subscription", err)
 		return
 	}
 	c.JSON(http.StatusOK, gin.H{"subscriptions": subs})
@@ -158,7 +144,7 @@ func (s *Server) listSubscriptions(c *gin.Context) {
 func (s *Server) deleteSubscription(c *gin.Context) {
 	claims := claimsOf(c)
 	if err := s.deps.Subs.Delete(c.Request.Context(), claims.Workspace, string(claims.Party()), c.Param("id")); err != nil {
-		s.subscriptionProblem(c, err)
+		s.fail(c, "subscription", err)
 		return
 	}
 	c.Status(http.StatusNoContent)

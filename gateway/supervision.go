@@ -5,7 +5,6 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"net/http"
 	"slices"
@@ -66,25 +65,6 @@ func (s *Server) jsonBody(c *gin.Context, v any, shape string) bool {
 	return true
 }
 
-// supervisionProblem answers an error of the supervision store.
-func (s *Server) supervisionProblem(c *gin.Context, what string, err error) {
-	var held *supervision.HeldError
-	switch {
-	case errors.As(err, &held):
-		p := newProblem(http.StatusConflict, "conflict", err.Error())
-		p.Holder, p.Epoch = held.Holder, held.Epoch
-		abort(c, p)
-	case errors.Is(err, supervision.ErrForbidden):
-		abort(c, newProblem(http.StatusForbidden, "forbidden", err.Error()))
-	case errors.Is(err, supervision.ErrInvalid):
-		abort(c, newProblem(http.StatusBadRequest, "malformed", err.Error()))
-	case errors.Is(err, supervision.ErrNotFound):
-		abort(c, newProblem(http.StatusNotFound, "not-found", err.Error()))
-	default:
-		s.storeProblem(c, what, err)
-	}
-}
-
 // dead is the supervision.DeadFunc of the gateway: a party is dead when
 // the registry says so (DESIGN §2); unknown is not dead.
 func (s *Server) dead(ctx context.Context, workspace, party string) (bool, error) {
@@ -125,19 +105,19 @@ func (s *Server) supervise(c *gin.Context) {
 	if req.Takeover {
 		var err error
 		if may, err = s.mayTakeOver(ctx, claims, id); err != nil {
-			s.storeProblem(c, "supervise", err)
+			s.fail(c, "supervise", err)
 			return
 		}
 	}
 	caller, now := string(claims.Party()), s.cfg.Now()
 	edge, prev, err := s.deps.Sup.Supervise(ctx, claims.Workspace, id, caller, req.Role, req.Scope, req.Takeover, may, now)
 	if err != nil {
-		s.supervisionProblem(c, "supervise", err)
+		s.fail(c, "supervise", err)
 		return
 	}
 	if prev != "" {
 		if err := s.tellDisplaced(ctx, claims.Workspace, edge, prev, now); err != nil {
-			s.storeProblem(c, "lease lost notice", err)
+			s.fail(c, "lease lost notice", err)
 			return
 		}
 	}
@@ -186,7 +166,7 @@ func (s *Server) release(c *gin.Context) {
 	}
 	role := c.DefaultQuery("role", supervision.Controller)
 	if err := s.deps.Sup.Release(c.Request.Context(), claims.Workspace, id, string(claims.Party()), role); err != nil {
-		s.supervisionProblem(c, "release", err)
+		s.fail(c, "release", err)
 		return
 	}
 	c.Status(http.StatusNoContent)
@@ -204,23 +184,23 @@ func (s *Server) supervision(c *gin.Context) {
 	ctx, ws := c.Request.Context(), claims.Workspace
 	rec, err := s.deps.Sessions.Get(ctx, ws, event.SessionSubject(id), s.cfg.Now())
 	if err != nil {
-		s.storeProblem(c, "supervision", err)
+		s.fail(c, "supervision", err)
 		return
 	}
 	chain := append([]string{id}, rec.Lineage...)
 	edges, err := s.deps.Sup.EdgesFor(ctx, ws, chain)
 	if err != nil {
-		s.supervisionProblem(c, "supervision", err)
+		s.fail(c, "supervision", err)
 		return
 	}
 	settings, err := s.deps.Sup.Settings(ctx, ws)
 	if err != nil {
-		s.storeProblem(c, "supervision", err)
+		s.fail(c, "supervision", err)
 		return
 	}
 	resolved, err := supervision.EffectiveController(ctx, ws, chain, edges, settings.DefaultController, s.dead)
 	if err != nil {
-		s.storeProblem(c, "supervision", err)
+		s.fail(c, "supervision", err)
 		return
 	}
 	own, inherited := []supervision.Edge{}, []supervision.Edge{}
@@ -270,7 +250,7 @@ func (s *Server) sendMessage(c *gin.Context) {
 	defer cancel()
 	holder, flagged, p, err := s.leaseCheck(ctx, claims.Workspace, id, sender, m.Intent)
 	if err != nil {
-		s.storeProblem(c, "message", err)
+		s.fail(c, "message", err)
 		return
 	}
 	if p != nil {
@@ -280,7 +260,7 @@ func (s *Server) sendMessage(c *gin.Context) {
 	e := messageEvent(claims.Workspace, id, sender, m, holder, flagged, now)
 	res, err := s.deps.Ingest.CommitEvents(ctx, claims.Workspace, sender, []ingest.Item{{Event: e, Journal: true}}, now)
 	if err != nil {
-		s.storeProblem(c, "message", err)
+		s.fail(c, "message", err)
 		return
 	}
 	out := gin.H{"id": res[0].ID, "seq": res[0].Seq}
@@ -363,7 +343,7 @@ func messageEvent(workspace, target, sender string, m message, holder string, fl
 func (s *Server) getWorkspaceSupervision(c *gin.Context) {
 	st, err := s.deps.Sup.Settings(c.Request.Context(), claimsOf(c).Workspace)
 	if err != nil {
-		s.supervisionProblem(c, "settings", err)
+		s.fail(c, "settings", err)
 		return
 	}
 	c.JSON(http.StatusOK, st)
@@ -379,7 +359,7 @@ func (s *Server) putWorkspaceSupervision(c *gin.Context) {
 	defer release()
 	st, err := s.deps.Sup.MergeSettings(c.Request.Context(), claimsOf(c).Workspace, body)
 	if err != nil {
-		s.supervisionProblem(c, "settings", err)
+		s.fail(c, "settings", err)
 		return
 	}
 	c.JSON(http.StatusOK, st)

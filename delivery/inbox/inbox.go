@@ -40,7 +40,6 @@ import (
 	"context"
 	_ "embed"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"strings"
 	"time"
@@ -48,6 +47,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/wakegate/wakegate/providers/event"
+	"github.com/wakegate/wakegate/providers/kind"
 )
 
 const defaultPrefix = "wg"
@@ -75,12 +75,12 @@ var (
 
 // ErrBeyondLast is returned by Ack for a seq beyond the inbox's last
 // assigned seq; nothing was acked.
-var ErrBeyondLast = errors.New("seq beyond the inbox's last")
+var ErrBeyondLast = kind.New(kind.Invalid, "seq beyond the inbox's last")
 
 // ErrInvalid is wrapped by the error of a call with bad input (a party or
 // workspace that breaks the grammar, a malformed event, an unknown via or
 // mode, a negative seq); nothing was written.
-var ErrInvalid = errors.New("inbox: invalid input")
+var ErrInvalid = kind.New(kind.Invalid, "inbox: invalid input")
 
 // Config fixes the inboxes' key prefix and retention.
 type Config struct {

@@ -11,6 +11,7 @@ import (
 	"github.com/wakegate/wakegate/delivery/journal"
 	"github.com/wakegate/wakegate/delivery/sessions"
 	"github.com/wakegate/wakegate/providers/event"
+	"github.com/wakegate/wakegate/providers/kind"
 )
 
 // Item is one agent event to commit, with what it does to the registry
@@ -77,6 +78,10 @@ end
 return out
 `)
 
+// ErrCrossSlot is CommitEvents' error when, on Redis Cluster, a batch's
+// events are about sessions of more than one shard: nothing was written.
+var ErrCrossSlot = kind.New(kind.Unprocessable, "the batch spans several shards")
+
 // CommitEvents commits a push of one workspace: every item or none.
 // pusher is the token's party; its sighting is recorded with its own events.
 func (s *Store) CommitEvents(ctx context.Context, workspace, pusher string, items []Item, now time.Time) ([]Result, error) {
@@ -116,6 +121,9 @@ func (s *Store) CommitEvents(ctx context.Context, workspace, pusher string, item
 		}
 	}
 	res, err := commitEventsScript.Run(ctx, s.rdb, append(streams, regKeys...), args...).Slice()
+	if redis.HasErrorPrefix(err, "CROSSSLOT") {
+		return nil, fmt.Errorf("commit %d events: %w: %w", len(items), ErrCrossSlot, err)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("commit %d events: %w", len(items), err)
 	}

@@ -28,6 +28,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/wakegate/wakegate/delivery/journal"
+	"github.com/wakegate/wakegate/providers/kind"
 )
 
 // Store commits inputs.
@@ -212,7 +213,7 @@ func ParseRecord(shard int, m redis.XMessage) Record {
 }
 
 // ErrNotFound is returned for a raw delivery that is not (or no longer) kept.
-var ErrNotFound = errors.New("not found")
+var ErrNotFound = kind.New(kind.NotFound, "not found")
 
 // Raws returns the committed deliveries of ingest records of one shard,
 // in one round trip (their keys share the shard's slot). A record whose

@@ -16,10 +16,11 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/wakegate/wakegate/providers/event"
+	"github.com/wakegate/wakegate/providers/kind"
 )
 
 // ErrBadCursor is returned for a cursor or seq this journal did not issue.
-var ErrBadCursor = errors.New("bad cursor")
+var ErrBadCursor = kind.New(kind.Invalid, "bad cursor")
 
 func jsonMarshal(v any) ([]byte, error) {
 	var buf bytes.Buffer

@@ -10,13 +10,15 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/wakegate/wakegate/providers/kind"
 )
 
 // ErrRefused is wrapped by the error of a URL or a dial the SSRF guard
 // refuses: the address is loopback, private, link-local (the cloud
 // metadata service among them), multicast, unspecified, shared (CGNAT)
 // or otherwise not a public unicast address.
-var ErrRefused = errors.New("address refused")
+var ErrRefused = kind.New(kind.Invalid, "address refused")
 
 // refusedPrefixes are the ranges that are not public unicast (besides what
 // netip's predicates catch): the IANA special-purpose registries' entries

@@ -10,7 +10,6 @@ package sessions
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"strconv"
 	"sync"
@@ -20,6 +19,7 @@ import (
 
 	"github.com/wakegate/wakegate/delivery/journal"
 	"github.com/wakegate/wakegate/providers/event"
+	"github.com/wakegate/wakegate/providers/kind"
 )
 
 // MaxDepth caps lineage: ancestors beyond it are not recorded.
@@ -158,7 +158,7 @@ func (r *Registry) LineageFor(ctx context.Context, workspace, child, parent stri
 }
 
 // ErrCycle is returned for a parent that would make the lineage a cycle.
-var ErrCycle = errors.New("parent would make a cycle")
+var ErrCycle = kind.New(kind.Unprocessable, "parent would make a cycle")
 
 // Seen records that a party made an authenticated request. Sightings are
 // written at most once a second per party per process: liveness is

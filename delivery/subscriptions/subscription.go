@@ -70,14 +70,15 @@ import (
 	"time"
 
 	"github.com/wakegate/wakegate/providers/event"
+	"github.com/wakegate/wakegate/providers/kind"
 )
 
 // Errors. Every error Parse or Create returns for bad input wraps ErrInvalid
 // (answer 400) or ErrUntil (answer 422) with a message naming the field.
 var (
-	ErrInvalid  = errors.New("invalid subscription")
-	ErrUntil    = errors.New("invalid until")
-	ErrNotFound = errors.New("no such subscription")
+	ErrInvalid  = kind.New(kind.Invalid, "invalid subscription")
+	ErrUntil    = kind.New(kind.Unprocessable, "invalid until")
+	ErrNotFound = kind.New(kind.NotFound, "no such subscription")
 )
 
 // Until values besides an RFC 3339 time.

@@ -36,6 +36,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/wakegate/wakegate/providers/event"
+	"github.com/wakegate/wakegate/providers/kind"
 )
 
 // Roles.
@@ -52,10 +53,10 @@ const (
 
 // Errors. ErrHeld is wrapped by *HeldError, which names the holder.
 var (
-	ErrInvalid   = errors.New("invalid supervision request") // 400
-	ErrHeld      = errors.New("controller lease held")       // 409
-	ErrForbidden = errors.New("takeover not allowed")        // 403
-	ErrNotFound  = errors.New("no such edge")                // 404
+	ErrInvalid   = kind.New(kind.Invalid, "invalid supervision request") // 400
+	ErrHeld      = kind.New(kind.Conflict, "controller lease held")      // 409
+	ErrForbidden = kind.New(kind.Forbidden, "takeover not allowed")      // 403
+	ErrNotFound  = kind.New(kind.NotFound, "no such edge")               // 404
 )
 
 // HeldError is the answer to a controller request on a lease held by a

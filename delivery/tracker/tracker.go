@@ -32,6 +32,7 @@ import (
 	"github.com/wakegate/wakegate/delivery/journal"
 	"github.com/wakegate/wakegate/providers/event"
 	"github.com/wakegate/wakegate/providers/github"
+	"github.com/wakegate/wakegate/providers/kind"
 )
 
 var (
@@ -56,11 +57,11 @@ var (
 
 // ErrInvalidFact is wrapped by Apply's error for a fact it cannot fold in
 // (missing fields, data that is not JSON). Nothing was written.
-var ErrInvalidFact = errors.New("tracker: invalid fact")
+var ErrInvalidFact = kind.New(kind.Invalid, "tracker: invalid fact")
 
 // ErrLinkConflict is wrapped by Claim's error when the PR is already linked
 // to another session.
-var ErrLinkConflict = errors.New("pull request linked to another session")
+var ErrLinkConflict = kind.New(kind.Conflict, "pull request linked to another session")
 
 // Config tunes the tracker.
 type Config struct {

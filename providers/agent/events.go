@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/wakegate/wakegate/providers/event"
+	"github.com/wakegate/wakegate/providers/kind"
 )
 
 // MaxBatch is the most events one push may carry.
@@ -16,10 +17,10 @@ const MaxBatch = 100
 
 // Errors of Decode and Prepare; Prepare's per-event errors wrap one of them.
 var (
-	ErrMalformed = errors.New("malformed") // not JSON, or not an event or a batch of them → 400
-	ErrTooMany   = errors.New("too many")  // a batch over MaxBatch → 413
-	ErrInvalid   = errors.New("invalid")   // an event breaks the grammar → 422
-	ErrForbidden = errors.New("forbidden") // the token may not push this event → 403
+	ErrMalformed = kind.New(kind.Invalid, "malformed")     // not JSON, or not an event or a batch of them → 400
+	ErrTooMany   = kind.New(kind.TooLarge, "too many")     // a batch over MaxBatch → 413
+	ErrInvalid   = kind.New(kind.Unprocessable, "invalid") // an event breaks the grammar → 422
+	ErrForbidden = kind.New(kind.Forbidden, "forbidden")   // the token may not push this event → 403
 )
 
 // Decode splits a push body into its events: a JSON array is a batch, an

@@ -133,7 +133,7 @@ func (d *Deriver) Run(ctx context.Context) error {
 
 func (d *Deriver) ensureGroup(ctx context.Context, shard int) error {
 	err := d.rdb.XGroupCreateMkStream(ctx, d.store.StreamKey(shard), group, "0").Err()
-	if err != nil && !strings.HasPrefix(err.Error(), "BUSYGROUP") {
+	if err != nil && !redis.HasErrorPrefix(err, "BUSYGROUP") {
 		return fmt.Errorf("create consumer group on ingest shard %d: %w", shard, err)
 	}
 	return nil
@@ -163,7 +163,7 @@ func (d *Deriver) consume(ctx context.Context, shard int) {
 			if ctx.Err() != nil {
 				return
 			}
-			if strings.HasPrefix(err.Error(), "NOGROUP") {
+			if redis.HasErrorPrefix(err, "NOGROUP") {
 				_ = d.ensureGroup(ctx, shard)
 			}
 			d.log.Warn("read ingest shard", "shard", shard, "err", err)
@@ -524,7 +524,7 @@ func (d *Deriver) Relay(ctx context.Context, shard int, minIdle time.Duration) (
 		Stream: stream, Group: group, Idle: minIdle, Start: "-", End: "+", Count: 100,
 	}).Result()
 	if err != nil {
-		if strings.HasPrefix(err.Error(), "NOGROUP") {
+		if redis.HasErrorPrefix(err, "NOGROUP") {
 			return 0, d.ensureGroup(ctx, shard)
 		}
 		return 0, fmt.Errorf("pending on ingest shard %d: %w", shard, err)
