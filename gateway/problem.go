@@ -86,18 +86,18 @@ func problemFor(err error) *problem {
 	case errors.As(err, &tooBig):
 		return newProblem(http.StatusRequestEntityTooLarge, "too-large", "body over the size limit")
 	}
-	switch kind.Of(err) {
-	case kind.Invalid:
+	switch {
+	case errors.Is(err, kind.Invalid):
 		return newProblem(http.StatusBadRequest, "malformed", err.Error())
-	case kind.Unprocessable:
+	case errors.Is(err, kind.Unprocessable):
 		return newProblem(http.StatusUnprocessableEntity, "unprocessable", err.Error())
-	case kind.NotFound:
+	case errors.Is(err, kind.NotFound):
 		return newProblem(http.StatusNotFound, "not-found", err.Error())
-	case kind.Conflict:
+	case errors.Is(err, kind.Conflict):
 		return newProblem(http.StatusConflict, "conflict", err.Error())
-	case kind.Forbidden:
+	case errors.Is(err, kind.Forbidden):
 		return newProblem(http.StatusForbidden, "forbidden", err.Error())
-	case kind.TooLarge:
+	case errors.Is(err, kind.TooLarge):
 		return newProblem(http.StatusRequestEntityTooLarge, "too-large", err.Error())
 	}
 	if errors.Is(err, context.DeadlineExceeded) {

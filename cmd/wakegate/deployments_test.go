@@ -363,6 +363,7 @@ func strMap(v any) map[string]string {
 type dockerfile struct {
 	goVersion  string // of the build stage's golang image
 	buildPkg   string // what go build builds
+	buildTags  string // its -tags
 	entrypoint []string
 	user       string // the final stage's USER
 	expose     []int
@@ -402,6 +403,9 @@ func readDockerfile(t *testing.T) dockerfile {
 			if m := regexp.MustCompile(`go build .*?(\./\S+)\s*$`).FindStringSubmatch(rest); m != nil {
 				d.buildPkg = m[1]
 			}
+			if m := regexp.MustCompile(`go build .*?-tags[ =](\S+)`).FindStringSubmatch(rest); m != nil {
+				d.buildTags = m[1]
+			}
 		case "ENTRYPOINT":
 			if err := json.Unmarshal([]byte(rest), &d.entrypoint); err != nil {
 				t.Fatalf("Dockerfile: ENTRYPOINT %s: want the exec form [\"wakegate\"]", rest)
@@ -435,6 +439,9 @@ func TestDockerfile(t *testing.T) {
 	}
 	if d.buildPkg != "./cmd/wakegate" {
 		t.Errorf("Dockerfile builds %q, want ./cmd/wakegate", d.buildPkg)
+	}
+	if !slices.Contains(strings.Split(d.buildTags, ","), "nomsgpack") {
+		t.Errorf("Dockerfile builds with -tags %q, want nomsgpack (Gin without MessagePack)", d.buildTags)
 	}
 	if _, err := os.Stat("../../" + d.buildPkg + "/main.go"); err != nil {
 		t.Errorf("Dockerfile builds %s: %v", d.buildPkg, err)

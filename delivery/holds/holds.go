@@ -40,6 +40,7 @@ import (
 	"github.com/wakegate/wakegate/delivery/inbox"
 	"github.com/wakegate/wakegate/delivery/supervision"
 	"github.com/wakegate/wakegate/providers/event"
+	"github.com/wakegate/wakegate/providers/kind"
 )
 
 // Reasons a wake is held (Decision.Reason, the digest's reason).
@@ -69,7 +70,7 @@ var (
 )
 
 // ErrInvalid wraps the error of a call with bad input; nothing was written.
-var ErrInvalid = errors.New("holds: invalid input")
+var ErrInvalid = kind.New(kind.Invalid, "holds: invalid input")
 
 // Store keeps presence, quiet records and held wakes.
 type Store struct {
@@ -103,7 +104,7 @@ func checkRecipient(ws, party string) error {
 		return fmt.Errorf("%w: workspace %q", ErrInvalid, ws)
 	}
 	if _, err := event.ParseParty(party); err != nil {
-		return fmt.Errorf("%w: %v", ErrInvalid, err)
+		return fmt.Errorf("%w: %w", ErrInvalid, err)
 	}
 	return nil
 }

@@ -208,7 +208,7 @@ func (s *Store) Create(ctx context.Context, sub Subscription, now time.Time) (Su
 		return Subscription{}, fmt.Errorf("%w: workspace %q", ErrInvalid, sub.Workspace)
 	}
 	if _, err := event.ParseParty(sub.Owner); err != nil {
-		return Subscription{}, fmt.Errorf("%w: owner: %v", ErrInvalid, err)
+		return Subscription{}, fmt.Errorf("%w: owner: %w", ErrInvalid, err)
 	}
 	sub.Types = slices.Clone(sub.Types)
 	sub.Subjects = slices.Clone(sub.Subjects)

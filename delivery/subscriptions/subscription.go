@@ -254,7 +254,7 @@ func values(field string, vs []string, check func(string) error) ([]string, erro
 	out := make([]string, 0, len(vs))
 	for _, v := range vs {
 		if err := check(v); err != nil {
-			return nil, fmt.Errorf("%w: %s: %q %v", ErrInvalid, field, v, err)
+			return nil, fmt.Errorf("%w: %s: %q %w", ErrInvalid, field, v, err)
 		}
 		if !slices.Contains(out, v) {
 			out = append(out, v)

@@ -309,7 +309,7 @@ var fields = map[string]func(st *Settings, v json.RawMessage) error{
 			return err
 		}
 		if _, err := event.ParseParty(f.Party); err != nil {
-			return fmt.Errorf("party: %v", err)
+			return fmt.Errorf("party: %w", err)
 		}
 		st.Fallback = &f
 		return nil

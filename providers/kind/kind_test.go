@@ -12,7 +12,7 @@ func TestKinded(t *testing.T) {
 	if !errors.Is(err, errGone) || !errors.Is(err, NotFound) {
 		t.Fatalf("%v: want both its sentinel and its kind", err)
 	}
-	if errors.Is(err, Invalid) || Of(err) != NotFound {
+	if errors.Is(err, Invalid) || !errors.Is(Of(err), NotFound) {
 		t.Fatalf("%v: kind %v, want not found only", err, Of(err))
 	}
 	if err.Error() != "read thing 7: no such thing" {

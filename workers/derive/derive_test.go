@@ -2,6 +2,7 @@ package derive_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -61,7 +62,7 @@ func (e *env) crash(t *testing.T) {
 	for s := range e.store.Shards() {
 		_ = e.rdb.XGroupCreateMkStream(e.ctx, e.store.StreamKey(s), "derive", "0").Err()
 		if err := e.rdb.XReadGroup(e.ctx, &redis.XReadGroupArgs{Group: "derive", Consumer: "dead",
-			Streams: []string{e.store.StreamKey(s), ">"}, Count: 100, Block: -1}).Err(); err != nil && err != redis.Nil {
+			Streams: []string{e.store.StreamKey(s), ">"}, Count: 100, Block: -1}).Err(); err != nil && !errors.Is(err, redis.Nil) {
 			t.Fatal(err)
 		}
 	}

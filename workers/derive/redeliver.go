@@ -97,7 +97,7 @@ func (r *Redeliverer) Redeliver(ctx context.Context, req Request) (*Redelivery, 
 		out.Status, out.Reason = "ignored", raw.Ignored
 	} else {
 		if fact, err = normalize(raw); err != nil {
-			return nil, fmt.Errorf("%w: %v", ErrUnderivable, err)
+			return nil, fmt.Errorf("%w: %v", ErrUnderivable, err) //nolint:errorlint // the cause is told, not wrapped: callers act on ErrUnderivable alone
 		}
 		if fact.Ignored != "" {
 			out.Status, out.Reason = "ignored", fact.Ignored
@@ -118,7 +118,7 @@ func (r *Redeliverer) Redeliver(ctx context.Context, req Request) (*Redelivery, 
 	if out.Status == "" {
 		res, err := r.tracker.Apply(ctx, raw.Workspace, raw.GUID, fact, r.now())
 		if errors.Is(err, tracker.ErrInvalidFact) {
-			return nil, fmt.Errorf("%w: %v", ErrUnderivable, err)
+			return nil, fmt.Errorf("%w: %v", ErrUnderivable, err) //nolint:errorlint // as above: not an invalid input of the caller's
 		}
 		if err != nil {
 			return nil, err

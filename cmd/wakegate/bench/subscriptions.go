@@ -212,7 +212,7 @@ func runSubscriptions(ctx context.Context, r *runner) error {
 		return fmt.Errorf("register %d sessions: %w", o.Sessions, err)
 	}
 	if lag, err := sys.WaitCaughtUp(ctx, 10*time.Minute); err != nil || lag.Backlog > 0 || lag.Route > 0 {
-		return fmt.Errorf("registering %d sessions: still behind after 10 min (%+v): %v", o.Sessions, lag, err)
+		return fmt.Errorf("registering %d sessions: still behind after 10 min (%+v): %v", o.Sessions, lag, err) //nolint:errorlint // err may be nil (a lag without an error)
 	}
 	r.note("registered %d sessions (session.spawned, batches of %d) in %s, derived and routed", o.Sessions, batch, time.Since(began).Round(100*time.Millisecond))
 
