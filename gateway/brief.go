@@ -147,7 +147,7 @@ func (s *Server) openWork(ctx context.Context, ws string, leases []supervision.E
 		if err != nil {
 			return nil, nil, err
 		}
-		if o != nil && (o.State == "session.awaiting_input" || o.State == "session.permission_requested") {
+		if o != nil && (o.State == event.TypeSessionAwaitingInput || o.State == event.TypeSessionPermissionRequested) {
 			decisions = append(decisions, openDecision{Session: l.Session, Type: o.State, Since: o.idleAt})
 		}
 	}

@@ -124,7 +124,7 @@ func (s *Server) resolve(ctx context.Context, gc *gin.Context, claims *agent.Cla
 	for i, p := range prepared {
 		e := p.Event
 		items[i] = ingest.Item{Event: e, Labels: p.Labels, PausedUntil: p.PausedUntil, Reason: p.Reason,
-			Journal: e.Type != "session.heartbeat"}
+			Journal: e.Type != event.TypeSessionHeartbeat}
 		if p.Parent != "" {
 			lineage, err := s.deps.Sessions.LineageFor(ctx, e.Workspace, e.SessionID, p.Parent, now)
 			if errors.Is(err, sessions.ErrCycle) {

@@ -334,8 +334,8 @@ func messageEvent(workspace, target, sender string, m message, holder string, fl
 		summary = string(r[:120]) + "…"
 	}
 	return &event.Event{SpecVersion: event.SpecVersion, ID: id, Source: event.AgentSource(workspace, sender),
-		Type: "message.sent", Subject: event.SessionSubject(target), Time: now.UTC(), DataContentType: "application/json",
-		Workspace: workspace, SessionID: target, Priority: event.DefaultPriority("message.sent", data),
+		Type: event.TypeMessageSent, Subject: event.SessionSubject(target), Time: now.UTC(), DataContentType: "application/json",
+		Workspace: workspace, SessionID: target, Priority: event.DefaultPriority(event.TypeMessageSent, data),
 		CoalesceKey: "message:" + sender + ":" + id, Summary: fmt.Sprintf("%s (%s): %s", sender, m.Intent, summary), Data: data}
 }
 

@@ -289,7 +289,7 @@ func (h *hook) run(ctx context.Context, args []string, stdin io.Reader, stderr i
 		if err != nil || n <= 0 || strings.Count(pos[1], "/") != 1 {
 			return "", fmt.Errorf("pr-opened %s %s: want <org/repo> <number>", pos[1], pos[2])
 		}
-		h.push(ctx, h.event("session.pr_opened", "", fmt.Sprintf("opened %s#%d", pos[1], n),
+		h.push(ctx, h.event(event.TypeSessionPrOpened, "", fmt.Sprintf("opened %s#%d", pos[1], n),
 			map[string]any{"repo": pos[1], "number": n}))
 	}
 	return out, h.failed()
@@ -406,7 +406,7 @@ func (h *hook) sessionStart(ctx context.Context, parent, labels string) string {
 		if h.in.Cwd != "" {
 			data["cwd"] = h.in.Cwd
 		}
-		h.push(ctx, h.event("session.spawned", "", "session started", data))
+		h.push(ctx, h.event(event.TypeSessionSpawned, "", "session started", data))
 		return ""
 	}
 	var wg sync.WaitGroup
@@ -423,7 +423,7 @@ func (h *hook) sessionStart(ctx context.Context, parent, labels string) string {
 			brief = b
 		}()
 	}
-	h.push(ctx, h.event("session.resumed", "", "session resumed ("+src+")", map[string]any{"source": src}))
+	h.push(ctx, h.event(event.TypeSessionResumed, "", "session resumed ("+src+")", map[string]any{"source": src}))
 	wg.Wait()
 	if brief == nil {
 		return ""
@@ -443,8 +443,8 @@ func (h *hook) prompt(ctx context.Context, provenance string) string {
 	go func() {
 		defer wg.Done()
 		h.push(ctx,
-			h.event("session.turn_started", "/turn_started", "turn started", map[string]any{}),
-			h.event("session.prompted", "/prompted", "prompted by "+provenance,
+			h.event(event.TypeSessionTurnStarted, "/turn_started", "turn started", map[string]any{}),
+			h.event(event.TypeSessionPrompted, "/prompted", "prompted by "+provenance,
 				map[string]any{"source": provenance, "prompt_chars": len([]rune(h.in.Prompt))}))
 	}()
 	if h.own {
@@ -590,7 +590,7 @@ func (h *hook) stop(ctx context.Context) {
 	if !idle {
 		summary = fmt.Sprintf("turn ended; %d %s waiting", queued, plural(queued, "entry", "entries"))
 	}
-	h.push(ctx, h.event("session.turn_ended", "", summary, map[string]any{"idle": idle, "queued": queued}))
+	h.push(ctx, h.event(event.TypeSessionTurnEnded, "", summary, map[string]any{"idle": idle, "queued": queued}))
 }
 
 // notification reports that the session waits on a person: a permission
@@ -599,19 +599,19 @@ func (h *hook) notification(ctx context.Context) {
 	typ := ""
 	switch t := h.in.NotificationType; {
 	case t == "permission_prompt":
-		typ = "session.permission_requested"
+		typ = event.TypeSessionPermissionRequested
 	case t == "idle_prompt" || t == "elicitation_dialog":
-		typ = "session.awaiting_input"
+		typ = event.TypeSessionAwaitingInput
 	case t != "":
 		return
 	case strings.Contains(strings.ToLower(h.in.Message), "permission"):
-		typ = "session.permission_requested"
+		typ = event.TypeSessionPermissionRequested
 	default:
-		typ = "session.awaiting_input"
+		typ = event.TypeSessionAwaitingInput
 	}
 	summary := firstOf(h.in.Message, map[string]string{
-		"session.permission_requested": "waits for a permission",
-		"session.awaiting_input":       "waits for input",
+		event.TypeSessionPermissionRequested: "waits for a permission",
+		event.TypeSessionAwaitingInput:       "waits for input",
 	}[typ])
 	data := map[string]any{}
 	if h.in.NotificationType != "" {

@@ -6,39 +6,40 @@ import (
 	"time"
 
 	"github.com/wakegate/wakegate/delivery/inbox"
+	"github.com/wakegate/wakegate/providers/event"
 )
 
 // Label is how a digest groups a held wake: by what happened.
 func Label(it Item) string {
 	switch it.Type {
-	case "github.pull_request.closed":
+	case event.TypeGitHubPullRequestClosed:
 		if it.Merged {
 			return "merged"
 		}
 		return "closed"
-	case "github.pull_request.ready":
+	case event.TypeGitHubPullRequestReady:
 		return "ready"
-	case "github.pull_request.checks_failed":
+	case event.TypeGitHubPullRequestChecksFailed:
 		return "checks failed"
-	case "github.pull_request.dequeued":
+	case event.TypeGitHubPullRequestDequeued:
 		return "kicked out of the merge queue"
-	case "github.pull_request.stuck":
+	case event.TypeGitHubPullRequestStuck:
 		return "stuck"
-	case "github.pull_request.opened", "github.pull_request.reopened", "github.pull_request.linked":
+	case event.TypeGitHubPullRequestOpened, event.TypeGitHubPullRequestReopened, event.TypeGitHubPullRequestLinked:
 		return "opened"
-	case "github.pull_request_review.submitted":
+	case event.TypeGitHubPullRequestReviewSubmitted:
 		return "review"
-	case "session.crashed":
+	case event.TypeSessionCrashed:
 		return "crashed"
-	case "session.permission_requested":
+	case event.TypeSessionPermissionRequested:
 		return "permission requested"
-	case "session.awaiting_input":
+	case event.TypeSessionAwaitingInput:
 		return "awaiting input"
-	case "session.turn_ended":
+	case event.TypeSessionTurnEnded:
 		return "idle"
-	case "session.stalled":
+	case event.TypeSessionStalled:
 		return "stalled"
-	case "message.sent":
+	case event.TypeMessageSent:
 		return "message"
 	}
 	return it.Type

@@ -268,8 +268,8 @@ func AttendedKind(e *event.Event) event.Kind {
 		_ = json.Unmarshal(e.Data, &d) // data that is not an object refines nothing
 	}
 	switch {
-	case e.Type == "github.pull_request.closed" && d.Merged,
-		e.Type == "message.sent" && d.Blocker:
+	case e.Type == event.TypeGitHubPullRequestClosed && d.Merged,
+		e.Type == event.TypeMessageSent && d.Blocker:
 		return event.KindAlert
 	}
 	return k

@@ -45,9 +45,9 @@ func PauseKey(j *journal.Journal, workspace, party string) string {
 // declared about its wait; and never a crash.
 func IsPauseAlarm(e *event.Event) bool {
 	switch e.Type {
-	case "session.stalled":
+	case event.TypeSessionStalled:
 		return true
-	case "session.turn_ended":
+	case event.TypeSessionTurnEnded:
 		var d struct {
 			Idle bool `json:"idle"`
 		}
@@ -76,7 +76,7 @@ func (r *Registry) Pause(ctx context.Context, e *event.Event, now time.Time) (bo
 	at := journalTime(e.Seq, now)
 	var args []any
 	switch {
-	case e.Type == "session.paused":
+	case e.Type == event.TypeSessionPaused:
 		var d struct {
 			Until string `json:"until"`
 		}
@@ -87,7 +87,7 @@ func (r *Registry) Pause(ctx context.Context, e *event.Event, now time.Time) (bo
 		} else {
 			args = []any{"pause", at.UnixMilli(), until.UnixMilli(), "", 0, pauseMargin.Milliseconds()}
 		}
-	case e.Type == "session.resumed", e.Type == "session.turn_started", e.Type == "session.exited":
+	case e.Type == event.TypeSessionResumed, e.Type == event.TypeSessionTurnStarted, e.Type == event.TypeSessionExited:
 		args = []any{"end", at.UnixMilli()}
 	case IsPauseAlarm(e):
 		args = []any{"alarm", at.UnixMilli(), 0, e.Source + " " + e.ID, PauseResurface.Milliseconds()}

@@ -177,7 +177,7 @@ func prepare(c *Claims, r json.RawMessage, now time.Time) (*Prepared, error) {
 	if len(in.Data) > 0 && !bytes.Equal(in.Data, []byte("null")) {
 		e.Data = in.Data
 	}
-	if typ == "message.sent" {
+	if typ == event.TypeMessageSent {
 		e.CoalesceKey = "message:" + e.Source + ":" + id // each message is its own entry
 	}
 	p := &Prepared{Event: e}
@@ -229,7 +229,7 @@ func fill(p *Prepared, id, typ string, data json.RawMessage) error {
 		}
 	}
 	switch typ {
-	case "session.spawned":
+	case event.TypeSessionSpawned:
 		if d.Parent != "" {
 			parent := strings.TrimPrefix(d.Parent, "session:")
 			if !event.ValidID(parent) {
@@ -246,7 +246,7 @@ func fill(p *Prepared, id, typ string, data json.RawMessage) error {
 			}
 		}
 		p.Labels = d.Labels
-	case "session.paused":
+	case event.TypeSessionPaused:
 		if d.Until != "" {
 			t, err := time.Parse(time.RFC3339, d.Until)
 			if err != nil {
@@ -255,7 +255,7 @@ func fill(p *Prepared, id, typ string, data json.RawMessage) error {
 			p.PausedUntil = t
 		}
 		p.Reason = d.Reason
-	case "session.pr_opened":
+	case event.TypeSessionPrOpened:
 		owner, name, ok := strings.Cut(d.Repo, "/")
 		if !ok || !event.ValidID(owner) || !event.ValidID(name) || d.Number <= 0 {
 			return bad(id, ErrInvalid, "session.pr_opened needs data.repo (org/repo) and data.number")

@@ -107,7 +107,7 @@ func (r *Redeliverer) Redeliver(ctx context.Context, req Request) (*Redelivery, 
 		return out, nil // no workspace: nothing derived, nowhere to record it
 	}
 	rec := &event.Event{SpecVersion: event.SpecVersion, ID: "redelivered/delivery/" + raw.GUID + "/" + req.RequestID,
-		Source: event.ServerSource(raw.Workspace), Type: "wakegate.redelivered", Subject: recordSubject(raw, fact),
+		Source: event.ServerSource(raw.Workspace), Type: event.TypeWakegateRedelivered, Subject: recordSubject(raw, fact),
 		DataContentType: "application/json", Workspace: raw.Workspace, Priority: event.Internal}
 	if prev, err := r.j.Recorded(ctx, rec.Workspace, rec.Subject, rec.Source, rec.ID); err != nil || prev != nil {
 		if err != nil {

@@ -3,6 +3,8 @@ package health
 import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promauto"
+
+	"github.com/wakegate/wakegate/providers/event"
 )
 
 // metrics of the sweep. Labels are invariant ids, event types of the
@@ -38,7 +40,7 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		m.violations.WithLabelValues(inv.id)
 		m.repairs.WithLabelValues(inv.id)
 	}
-	for _, t := range []string{"session.stalled", "github.pull_request.stuck"} {
+	for _, t := range []string{event.TypeSessionStalled, event.TypeGitHubPullRequestStuck} {
 		m.synthesized.WithLabelValues(t)
 	}
 	for _, k := range []string{"session", "pull_request", "party"} {

@@ -96,8 +96,8 @@ func (r *run) stuck(ctx context.Context, subj, repo string, n int, head, title, 
 		short = short[:7]
 	}
 	e := &event.Event{SpecVersion: event.SpecVersion, ID: factID, Source: event.GitHubSource(repo),
-		Type: "github.pull_request.stuck", Subject: subj, Time: r.now.UTC(), DataContentType: "application/json",
-		Workspace: r.ws, Priority: event.DefaultPriority("github.pull_request.stuck", data),
+		Type: event.TypeGitHubPullRequestStuck, Subject: subj, Time: r.now.UTC(), DataContentType: "application/json",
+		Workspace: r.ws, Priority: event.DefaultPriority(event.TypeGitHubPullRequestStuck, data),
 		Summary: fmt.Sprintf("%s#%d has had no new result at %s for %s", repo, n, short, r.now.Sub(last).Truncate(time.Second)),
 		Data:    data}
 	if session != "" && sessionWS == r.ws && event.ValidID(session) {

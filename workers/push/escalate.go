@@ -408,7 +408,7 @@ func (e *Escalator) apply(ctx context.Context, ws, party string, c *escalate.Cla
 		"path": c.Path, "seq": c.Seq, "to_seq": res.Seq,
 		"event": map[string]string{"source": ev.Source, "id": ev.ID, "type": ev.Type, "subject": ev.Subject}})
 	added, err := e.journal(ctx, &event.Event{ID: "escalated/" + strconv.Itoa(c.Level) + "/" + party + "/" + ev.Source + "/" + ev.ID,
-		Type: "wakegate.escalated", Summary: fmt.Sprintf("%s about %s escalated from %s to %s (%s)", ev.Type, ev.Subject, party, c.To, c.Reason),
+		Type: event.TypeWakegateEscalated, Summary: fmt.Sprintf("%s about %s escalated from %s to %s (%s)", ev.Type, ev.Subject, party, c.To, c.Reason),
 		Data: data}, &ev)
 	if err != nil {
 		return err
@@ -453,7 +453,7 @@ func (e *Escalator) undeliverable(ctx context.Context, ws, party string, ev *eve
 		"seq": ev.Seq, "from": party, "level": c.Level, "path": c.Path, "reason": c.Reason,
 		"detail": "escalation found nobody above " + party + " to reach (no fallback, or the fallback unreached)"})
 	added, err := e.journal(ctx, &event.Event{ID: "undeliverable/escalation/" + ev.Source + "/" + ev.ID,
-		Type: "wakegate.fault.undeliverable", Summary: "nobody could be reached about " + ev.Type + " about " + ev.Subject + " (escalation topped out at " + party + ")",
+		Type: event.TypeWakegateFaultUndeliverable, Summary: "nobody could be reached about " + ev.Type + " about " + ev.Subject + " (escalation topped out at " + party + ")",
 		Data: data}, ev)
 	if err != nil {
 		return err

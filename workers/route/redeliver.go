@@ -100,7 +100,7 @@ func (r *Router) Redeliver(ctx context.Context, e *event.Event, req RedeliverReq
 	sum := sha1.Sum([]byte(e.Source + "\x00" + e.ID + "\x00" + req.Party))
 	rec := &event.Event{SpecVersion: event.SpecVersion,
 		ID:     "redelivered/event/" + hex.EncodeToString(sum[:8]) + "/" + req.RequestID,
-		Source: event.ServerSource(e.Workspace), Type: "wakegate.redelivered", Subject: e.Subject,
+		Source: event.ServerSource(e.Workspace), Type: event.TypeWakegateRedelivered, Subject: e.Subject,
 		DataContentType: "application/json", Workspace: e.Workspace, Priority: event.Internal}
 	// Claim the request, then look for its record: a request that finds
 	// the claim taken, or the record there, does nothing again.

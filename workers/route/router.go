@@ -168,7 +168,7 @@ func (r *Router) Handle(ctx context.Context, shard int, e *event.Event) error {
 		return nil
 	}
 	now := r.now()
-	if e.Type == "session.spawned" && len(e.Lineage) > 0 {
+	if e.Type == event.TypeSessionSpawned && len(e.Lineage) > 0 {
 		// The spawner controls its child (scope subtree) unless one is set.
 		if err := r.sup.SetDefaultController(ctx, e.Workspace, e.SessionID, e.Lineage[0]); err != nil {
 			return err
@@ -239,7 +239,7 @@ func routed(e *event.Event) bool {
 
 // isMessage: a message goes to its target and the target's observers only
 // (DESIGN §7): no subscriber, no controller, no fallback.
-func isMessage(e *event.Event) bool { return e.Type == "message.sent" && e.SessionID != "" }
+func isMessage(e *event.Event) bool { return e.Type == event.TypeMessageSent && e.SessionID != "" }
 
 // chainOf is e's session followed by its lineage; nil without a session.
 func chainOf(e *event.Event) []string {
@@ -635,7 +635,7 @@ func (r *Router) pushWake(ctx context.Context, party string, res inbox.Result, h
 // causer is the party that caused e: an agent event's pusher, or a
 // message's sender.
 func causer(e *event.Event) string {
-	if e.Type == "message.sent" {
+	if e.Type == event.TypeMessageSent {
 		var d struct {
 			Source string `json:"source"`
 		}
@@ -655,7 +655,7 @@ func (r *Router) undeliverable(ctx context.Context, e *event.Event) error {
 	data, _ := json.Marshal(map[string]any{"seq": e.Seq, "source": e.Source, "id": e.ID, "type": e.Type, "subject": e.Subject,
 		"reason": "no subscriber, no supervisor and no fallback"})
 	fault := &event.Event{SpecVersion: event.SpecVersion, ID: "undeliverable/" + e.Source + "/" + e.ID,
-		Source: event.ServerSource(e.Workspace), Type: "wakegate.fault.undeliverable", Subject: e.Subject,
+		Source: event.ServerSource(e.Workspace), Type: event.TypeWakegateFaultUndeliverable, Subject: e.Subject,
 		Time: r.now().UTC(), DataContentType: "application/json", Workspace: e.Workspace, SessionID: e.SessionID,
 		Priority: event.Internal, Summary: "nobody could be told of " + e.Type + " about " + e.Subject, Data: data}
 	_, added, err := r.j.Append(ctx, fault)

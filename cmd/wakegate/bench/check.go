@@ -134,7 +134,7 @@ func (f *fleet) recipients(e *event.Event) []string {
 		return nil
 	}
 	to := ""
-	if e.Type == "message.sent" {
+	if e.Type == event.TypeMessageSent {
 		to = event.SessionSubject(e.SessionID)
 	} else if sup := f.controllerOf(e.SessionID); sup != "" && sup != event.SessionSubject(e.SessionID) {
 		to = sup
@@ -161,7 +161,7 @@ func (f *fleet) controllerOf(session string) string {
 // causer is the party that caused e (DESIGN §5: a sender never hears its
 // own event): a message's data.source, else an agent source's party.
 func causer(e *event.Event) string {
-	if e.Type == "message.sent" {
+	if e.Type == event.TypeMessageSent {
 		var d struct {
 			Source string `json:"source"`
 		}
@@ -217,17 +217,17 @@ func (jv *journalView) add(shard int, e *event.Event, to []string, guids map[str
 		Head string `json:"head"`
 	}
 	switch e.Type {
-	case "github.pull_request.ready":
+	case event.TypeGitHubPullRequestReady:
 		_ = json.Unmarshal(e.Data, &d)
 		jv.ready[e.Subject+" "+d.Head]++
-	case "github.pull_request.closed":
+	case event.TypeGitHubPullRequestClosed:
 		jv.closed[e.Subject]++
 		jv.seqOf[e.Type+" "+e.Subject] = e.Seq
-	case "github.pull_request.opened":
+	case event.TypeGitHubPullRequestOpened:
 		jv.seqOf[e.Type+" "+e.Subject] = e.Seq
-	case "wakegate.fault.undeliverable":
+	case event.TypeWakegateFaultUndeliverable:
 		jv.faults = append(jv.faults, e.Subject)
-	case "wakegate.link_conflict":
+	case event.TypeWakegateLinkConflict:
 		jv.linkErr = append(jv.linkErr, e.Subject)
 	}
 	if strings.HasPrefix(e.Type, "github.") {
