@@ -191,7 +191,7 @@ func (e *Escalator) remember(workspace, party string, slot, now time.Time) {
 func (e *Escalator) ProcessTask(ctx context.Context, t *asynq.Task) error {
 	var tm timer
 	if err := json.Unmarshal(t.Payload(), &tm); err != nil {
-		return fmt.Errorf("escalation timer payload: %v: %w", err, asynq.SkipRetry)
+		return fmt.Errorf("escalation timer payload: %w: %w", err, asynq.SkipRetry)
 	}
 	return e.Check(ctx, tm.Workspace, tm.Party)
 }
@@ -320,7 +320,7 @@ func (e *Escalator) decide(ctx context.Context, ws, party string, ent *inbox.Ent
 	}
 	var ev event.Event
 	if err := json.Unmarshal(ent.Event, &ev); err != nil {
-		return nil, fmt.Errorf("headline of %q: %v: %w", ent.CoalesceKey, err, errBadEntry)
+		return nil, fmt.Errorf("headline of %q: %w: %w", ent.CoalesceKey, err, errBadEntry)
 	}
 	var path []string
 	level, rungStr := 1, ""
@@ -374,7 +374,7 @@ func containsStr(list []string, v string) bool {
 func (e *Escalator) apply(ctx context.Context, ws, party string, c *escalate.Claim, now time.Time) error {
 	var ev event.Event
 	if err := json.Unmarshal(c.Event, &ev); err != nil {
-		return fmt.Errorf("claimed event: %v: %w", err, errBadEntry)
+		return fmt.Errorf("claimed event: %w: %w", err, errBadEntry)
 	}
 	if c.To == "" {
 		return e.undeliverable(ctx, ws, party, &ev, c)

@@ -192,7 +192,7 @@ func (r *Releaser) LiftQuiet(ctx context.Context, workspace, scope string) (dige
 func (r *Releaser) ProcessTask(ctx context.Context, t *asynq.Task) error {
 	var rl release
 	if err := json.Unmarshal(t.Payload(), &rl); err != nil {
-		return fmt.Errorf("release payload: %v: %w", err, asynq.SkipRetry)
+		return fmt.Errorf("release payload: %w: %w", err, asynq.SkipRetry)
 	}
 	now := r.now()
 	switch rl.Reason {

@@ -456,7 +456,7 @@ func randDuration(n time.Duration) time.Duration {
 func (p *Pusher) ProcessTask(ctx context.Context, t *asynq.Task) error {
 	var pl payload
 	if err := json.Unmarshal(t.Payload(), &pl); err != nil || pl.WebhookID == "" {
-		return fmt.Errorf("push payload: %v: %w", err, asynq.SkipRetry)
+		return fmt.Errorf("push payload: %w: %w", err, asynq.SkipRetry)
 	}
 	sent, err := p.rdb.Exists(ctx, p.sentKey(pl.WebhookID)).Result()
 	if err != nil {

@@ -538,7 +538,7 @@ func (r *Router) deliverAll(ctx context.Context, shard int, e *event.Event, to m
 			res, err = r.box.Deliver(ctx, d, now)
 		}
 		if errors.Is(err, inbox.ErrInvalid) {
-			return fmt.Errorf("deliver %s to %s: %v: %w", e.ID, party, err, ErrPermanent)
+			return fmt.Errorf("deliver %s to %s: %w: %w", e.ID, party, err, ErrPermanent)
 		}
 		if err != nil {
 			return err
