@@ -223,7 +223,7 @@ type deliveryAnswer struct {
 // refused.
 func TestRedeliverDelivery(t *testing.T) {
 	e := newRedeliverEnv(t, false) // no workers: nothing derives the commit
-	body, err := os.ReadFile("../../shared/fixtures/github/octokit/pull_request/opened.payload.json")
+	body, err := os.ReadFile("../testdata/github/octokit/pull_request/opened.payload.json")
 	if err != nil {
 		t.Fatal(err)
 	}

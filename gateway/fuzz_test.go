@@ -27,7 +27,7 @@ import (
 // checks the handler never answers 5xx, never panics, and answers every
 // refusal with problem+json.
 func FuzzGitHubWebhook(f *testing.F) {
-	body, err := os.ReadFile("../../shared/fixtures/github/octokit/check_run/completed.payload.json")
+	body, err := os.ReadFile("../testdata/github/octokit/check_run/completed.payload.json")
 	if err != nil {
 		f.Fatal(err)
 	}

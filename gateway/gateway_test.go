@@ -82,7 +82,7 @@ func blackHole(t *testing.T) string {
 // redelivery sweep recovers), never a 2xx for something not committed, and
 // within its 10 s timeout — wakegate promises 3 s.
 func TestRedisAwayAnswers503InTime(t *testing.T) {
-	body, err := os.ReadFile("../../shared/fixtures/github/octokit/pull_request/opened.payload.json")
+	body, err := os.ReadFile("../testdata/github/octokit/pull_request/opened.payload.json")
 	if err != nil {
 		t.Fatal(err)
 	}

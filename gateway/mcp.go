@@ -473,7 +473,7 @@ func (t *mcpTools) inboxAck(ctx context.Context, req *mcp.CallToolRequest, in in
 
 type subscribeInput struct {
 	Types       []string                `json:"types,omitempty" jsonschema:"event types, exact or prefix.* (github.pull_request.*)"`
-	Subjects    []string                `json:"subjects,omitempty" jsonschema:"subjects, exact (github:org/repo#12, session:abc) or github:org/repo#*"`
+	Subjects    []string                `json:"subjects,omitempty" jsonschema:"subjects, exact (github:org/repo#12, session:abc) or github:org/repo#* or github:org/repo@*"`
 	Session     *subscribeSessionFilter `json:"session,omitempty" jsonschema:"events about this session, or its subtree"`
 	Labels      []string                `json:"labels,omitempty" jsonschema:"events about sessions with one of these labels"`
 	MinPriority string                  `json:"min_priority,omitempty" jsonschema:"info (default), attention or critical"`

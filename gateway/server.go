@@ -21,6 +21,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/redis/go-redis/v9"
 
+	"github.com/wakegate/wakegate/delivery/dashboard"
 	"github.com/wakegate/wakegate/delivery/inbox"
 	"github.com/wakegate/wakegate/delivery/ingest"
 	"github.com/wakegate/wakegate/delivery/journal"
@@ -97,6 +98,10 @@ type Deps struct {
 	// /admin/deliveries/{guid}/redeliver, resp. /admin/events/{id}/redeliver.
 	DeliveryRedeliverer deliveryRedeliverer
 	EventRedeliverer    eventRedeliverer
+
+	// Dashboard reads the supervision dashboard's views (package
+	// dashboard); nil serves no /ui/.
+	Dashboard *dashboard.Reader
 }
 
 // Server is the gateway.
@@ -114,6 +119,7 @@ type Server struct {
 	handler  http.Handler
 	monitor  *asynqmon.HTTPHandler // /monitor/; nil when the Redis client is of another kind
 	addr     atomic.Value          // string
+	uiKey    []byte                // keys the dashboard's CSRF tokens
 }
 
 // New builds a gateway.
@@ -272,6 +278,7 @@ func (s *Server) routes() http.Handler {
 	s.githubRoutes(admin)
 	s.redeliverRoutes(admin)
 	s.monitorRoutes(r)
+	s.dashboardRoutes(r) // /ui/ (DESIGN §10, §11)
 	return r
 }
 

@@ -6,6 +6,6 @@
 //
 // Run with plain `go test ./integration/` (CI: `go test -race -count=1 ./...`);
 // WAKEGATE_IT_BINARY=<path> runs them against a binary built elsewhere.
-// The GitHub fixtures are read from ../shared/fixtures/github relative to the
-// repository root; a missing fixture fails the run, it is never skipped.
+// The GitHub fixtures are read from testdata/github at the repository root;
+// a missing fixture fails the run, it is never skipped.
 package integration

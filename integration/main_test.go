@@ -12,17 +12,17 @@ import (
 var (
 	// binPath is the wakegate binary TestMain built for this run.
 	binPath string
-	// fixturesDir is ../shared/fixtures/github seen from the repository root.
+	// fixturesDir is testdata/github at the repository root.
 	fixturesDir string
 )
 
 func TestMain(m *testing.M) { os.Exit(testMain(m)) }
 
 func testMain(m *testing.M) int {
-	fixturesDir, _ = filepath.Abs(filepath.Join("..", "..", "shared", "fixtures", "github"))
+	fixturesDir, _ = filepath.Abs(filepath.Join("..", "testdata", "github"))
 	for _, sub := range []string{"octokit", "derived"} {
 		if st, err := os.Stat(filepath.Join(fixturesDir, sub)); err != nil || !st.IsDir() {
-			fmt.Fprintf(os.Stderr, "integration: GitHub fixtures missing at %s/%s (expected ../shared/fixtures/github from the repository root): %v\n", fixturesDir, sub, err)
+			fmt.Fprintf(os.Stderr, "integration: GitHub fixtures missing at %s/%s (expected testdata/github at the repository root): %v\n", fixturesDir, sub, err)
 			return 1
 		}
 	}

@@ -49,7 +49,7 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	fs.DurationVar(&o.KillEvery, "kill-every", 0, "SIGKILL a random worker this often and restart it (soak; 0 = never)")
 	fs.BoolVar(&asJSON, "json", false, "print the report as JSON instead of a table")
 	fs.StringVar(&html, "html", "", "also write an HTML page charting latency over time to this file")
-	fs.StringVar(&record, "record", "", "prepend the report's figures to this JSON array (docs/performance.json)")
+	fs.StringVar(&record, "record", "", "prepend the report's figures to this JSON array (docs/bench/performance.json)")
 	fs.Usage = func() {
 		fmt.Fprintf(stderr, `Usage: wakegate bench <scenario> [flags]
 

@@ -70,7 +70,7 @@ func TestRedeliverCommand(t *testing.T) {
 	}
 
 	// A delivery the workers derived: nothing was missing.
-	body, err := os.ReadFile("../../../shared/fixtures/github/octokit/pull_request/opened.payload.json")
+	body, err := os.ReadFile("../../testdata/github/octokit/pull_request/opened.payload.json")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -57,9 +57,15 @@ Harness events (Claude Code's hook names work too):
                   prompt) or session.awaiting_input (idle, elicitation)
   pr-opened REPO NUMBER
                   session.pr_opened: links org/repo#NUMBER to the session
+  post-tool-use   PostToolUse (matcher Bash): session.pr_opened for the PR a
+                  Bash call created (gh pr create, hub pull-request, an API
+                  call, or a PR URL alone on a line of its output); any other
+                  call sends nothing. The id names the PR: a re-run is a
+                  duplicate
 
 It reads the harness's hook JSON on stdin when there is one (session_id,
-hook_event_name, prompt, source, message, notification_type). Output is
+hook_event_name, prompt, source, message, notification_type, tool_name,
+tool_input, tool_response). Output is
 Claude Code's {"hookSpecificOutput": {"hookEventName", "additionalContext"}},
 or the bare text with --format text.
 
@@ -95,6 +101,11 @@ type hookInput struct {
 	Message          string `json:"message"`
 	Title            string `json:"title"`
 	NotificationType string `json:"notification_type"` // permission_prompt | idle_prompt | …
+	// PostToolUse: the tool, what it was asked (Bash: command) and what it
+	// answered (Bash: stdout, stderr).
+	ToolName     string          `json:"tool_name"`
+	ToolInput    json.RawMessage `json:"tool_input"`
+	ToolResponse json.RawMessage `json:"tool_response"`
 }
 
 // hookOutput is Claude Code's hook answer that adds context for the model.
@@ -109,9 +120,10 @@ type hookOutput struct {
 var hookNames = map[string]string{
 	"session-start": "session-start", "sessionstart": "session-start",
 	"prompt": "prompt", "userpromptsubmit": "prompt",
-	"stop":         "stop",
-	"notification": "notification",
-	"pr-opened":    "pr-opened",
+	"stop":          "stop",
+	"notification":  "notification",
+	"pr-opened":     "pr-opened",
+	"post-tool-use": "post-tool-use", "posttooluse": "post-tool-use",
 }
 
 // claudeEventNames are the hookEventName of the output, per hook.
@@ -217,11 +229,11 @@ func (h *hook) run(ctx context.Context, args []string, stdin io.Reader, stderr i
 		rest = fs.Args()[1:]
 	}
 	if len(pos) == 0 {
-		return "", errors.New("name the harness event: session-start, prompt, stop, notification or pr-opened (wakegate hook --help)")
+		return "", errors.New("name the harness event: session-start, prompt, stop, notification, post-tool-use or pr-opened (wakegate hook --help)")
 	}
 	h.name = hookNames[strings.ToLower(pos[0])]
 	if h.name == "" {
-		return "", fmt.Errorf("unknown harness event %q: want session-start, prompt, stop, notification or pr-opened", pos[0])
+		return "", fmt.Errorf("unknown harness event %q: want session-start, prompt, stop, notification, post-tool-use or pr-opened", pos[0])
 	}
 	if h.format != "claude" && h.format != "text" {
 		return "", fmt.Errorf("--format %q: want claude or text", h.format)
@@ -281,6 +293,8 @@ func (h *hook) run(ctx context.Context, args []string, stdin io.Reader, stderr i
 		h.stop(ctx)
 	case "notification":
 		h.notification(ctx)
+	case "post-tool-use":
+		h.postToolUse(ctx)
 	case "pr-opened":
 		if len(pos) != 3 {
 			return "", errors.New("want: wakegate hook pr-opened <org/repo> <number>")

@@ -25,6 +25,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/wakegate/wakegate/cmd/wakegate/stack"
+	"github.com/wakegate/wakegate/delivery/supervision"
 	"github.com/wakegate/wakegate/gateway"
 	"github.com/wakegate/wakegate/providers/agent"
 	"github.com/wakegate/wakegate/providers/event"
@@ -67,7 +68,8 @@ func runService(ctx context.Context, role string, args []string, stdout, stderr 
 		defer mr.Close()
 		cfg.RedisURL = "redis://" + mr.Addr()
 	}
-	if role == "serve" && len(cfg.WebhookSecrets) == 0 && cfg.JWTSecret == "" && cfg.JWTPublicKeys == "" {
+	generated := role == "serve" && len(cfg.WebhookSecrets) == 0 && cfg.JWTSecret == "" && cfg.JWTPublicKeys == ""
+	if generated {
 		if err := generateSecrets(cfg, stdout, log); err != nil {
 			return err
 		}
@@ -89,6 +91,11 @@ func runService(ctx context.Context, role string, args []string, stdout, stderr 
 	}, log, reg)
 	if err != nil {
 		return err
+	}
+	if generated {
+		if err := demoFallback(ctx, st.Sup, log); err != nil {
+			return err
+		}
 	}
 	if cfg.AllowPrivateEndpoints {
 		log.Warn("WAKEGATE_ALLOW_PRIVATE_ENDPOINTS is on: pushes may reach loopback and private networks")
@@ -191,18 +198,60 @@ func startEmbeddedRedis(ctx context.Context, log *slog.Logger) (*miniredis.Minir
 	return mr, nil
 }
 
+// demoOperator is the party of the operator token a zero-setup serve
+// prints; demoSession is the session its printed demo pushes about.
+const (
+	demoOperator  = "human:operator"
+	demoSession   = "session:demo"
+	demoWorkspace = "default"
+)
+
+// settingsMerger is what demoFallback needs of the supervision store.
+type settingsMerger interface {
+	Settings(ctx context.Context, workspace string) (supervision.Settings, error)
+	MergeSettings(ctx context.Context, workspace string, patch []byte) (supervision.Settings, error)
+}
+
+// demoFallback makes the operator of a zero-setup serve the default
+// workspace's human fallback, so that the printed demo's session event,
+// which nobody supervises, reaches the operator's inbox instead of ending
+// as an undeliverable fault. A fallback already set is left alone.
+func demoFallback(ctx context.Context, sup settingsMerger, log *slog.Logger) error {
+	cur, err := sup.Settings(ctx, demoWorkspace)
+	if err != nil {
+		return fmt.Errorf("read the default workspace's settings: %w", err)
+	}
+	if cur.Fallback != nil && cur.Fallback.Party != "" {
+		log.Info("the default workspace already has a fallback; the printed demo's wake goes there", "fallback", cur.Fallback.Party)
+		return nil
+	}
+	if _, err := sup.MergeSettings(ctx, demoWorkspace, []byte(`{"fallback":{"party":"`+demoOperator+`"}}`)); err != nil {
+		return fmt.Errorf("make the operator the default workspace's fallback: %w", err)
+	}
+	log.Info("the operator (the printed token's "+demoOperator+") is the default workspace's fallback: a session event that reaches nobody else wakes its inbox",
+		"workspace", demoWorkspace, "fallback", demoOperator)
+	return nil
+}
+
 // generateSecrets makes a webhook secret and a token secret for a
-// zero-setup serve, and shows them with an operator token and a curl line:
-// on the terminal, or in a 0600 file whose path is logged.
+// zero-setup serve, and shows them with an operator token, a demo
+// session's token and the curl lines of a first wake: on the terminal, or
+// in a 0600 file whose path is logged.
 func generateSecrets(cfg *config, stdout io.Writer, log *slog.Logger) error {
 	cfg.WebhookSecrets = []string{randomHex(24)}
 	cfg.JWTSecret = randomHex(32)
-	cl := agent.Claims{Workspace: "default", Scope: allScopes}
-	cl.Subject = "human:operator"
-	cl.ExpiresAt = jwtDate(time.Now().Add(30 * 24 * time.Hour))
-	tok, err := agent.Mint([]byte(cfg.JWTSecret), cl)
+	exp := jwtDate(time.Now().Add(30 * 24 * time.Hour))
+	op := agent.Claims{Workspace: demoWorkspace, Scope: allScopes}
+	op.Subject, op.ExpiresAt = demoOperator, exp
+	tok, err := agent.Mint([]byte(cfg.JWTSecret), op)
 	if err != nil {
 		return fmt.Errorf("mint operator token: %w", err)
+	}
+	demo := agent.Claims{Workspace: demoWorkspace, Scope: "events:push"}
+	demo.Subject, demo.ExpiresAt = demoSession, exp
+	demoTok, err := agent.Mint([]byte(cfg.JWTSecret), demo)
+	if err != nil {
+		return fmt.Errorf("mint demo session token: %w", err)
 	}
 	host := cfg.Addr
 	if strings.HasPrefix(host, ":") {
@@ -210,20 +259,24 @@ func generateSecrets(cfg *config, stdout io.Writer, log *slog.Logger) error {
 	}
 	text := fmt.Sprintf(`wakegate generated secrets for this run (no WAKEGATE_* secrets were set):
 
-  WAKEGATE_GITHUB_WEBHOOK_SECRETS=%s
-  WAKEGATE_JWT_HS256_SECRET=%s
+  WAKEGATE_GITHUB_WEBHOOK_SECRETS=%[1]s
+  WAKEGATE_JWT_HS256_SECRET=%[2]s
 
-Operator token (workspace "default", every scope, 30 days):
+Your operator token (%[3]s, workspace "default", every scope, 30 days).
+You are the "default" workspace's fallback: a session event that needs
+attention and reaches nobody else wakes your inbox.
 
-  export WAKEGATE_TOKEN=%s
+  export WAKEGATE_TOKEN=%[4]s
 
-Try it — push an event, then read the journal:
+Try it. A session (%[5]s, its own token) ends its turn; nobody supervises
+it, so the wake comes to you; then read your inbox (or: wakegate inbox):
 
-  curl -s -H "Authorization: Bearer $WAKEGATE_TOKEN" -H 'Content-Type: application/cloudevents+json' \
-    -d '{"specversion":"1.0","id":"1","source":"cli","type":"session.turn_ended","subject":"session:demo","data":{"idle":true}}' \
-    http://%s/v1/events
-  curl -s -H "Authorization: Bearer $WAKEGATE_TOKEN" http://%s/v1/events
-`, cfg.WebhookSecrets[0], cfg.JWTSecret, tok, host, host)
+  export DEMO_SESSION_TOKEN=%[6]s
+  curl -s -H "Authorization: Bearer $DEMO_SESSION_TOKEN" -H 'Content-Type: application/cloudevents+json' \
+    -d '{"specversion":"1.0","id":"1","source":"cli","type":"session.turn_ended","subject":"%[5]s","data":{"idle":true}}' \
+    http://%[7]s/v1/events
+  curl -s -H "Authorization: Bearer $WAKEGATE_TOKEN" 'http://%[7]s/v1/inbox?wait=5s'
+`, cfg.WebhookSecrets[0], cfg.JWTSecret, demoOperator, tok, demoSession, demoTok, host)
 	if f, ok := stdout.(*os.File); ok && isTerminal(f) {
 		fmt.Fprintln(stdout, text)
 		return nil
@@ -235,7 +288,7 @@ Try it — push an event, then read the journal:
 	if err := os.WriteFile(path, []byte(text), 0o600); err != nil {
 		return fmt.Errorf("write generated secrets: %w", err)
 	}
-	log.Warn("generated secrets, an operator token and a curl line to try are in a file readable only by this user", "path", path)
+	log.Warn("generated secrets, an operator token and the curl lines of a first wake are in a file readable only by this user", "path", path)
 	return nil
 }
 

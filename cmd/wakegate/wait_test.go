@@ -218,7 +218,7 @@ func TestWaitOnOwnPRWhileQuietAll(t *testing.T) {
 
 func readFixture(t *testing.T, rel string) []byte {
 	t.Helper()
-	b, err := os.ReadFile("../../../shared/fixtures/github/" + rel)
+	b, err := os.ReadFile("../../testdata/github/" + rel)
 	if err != nil {
 		t.Fatalf("fixture %s: %v", rel, err)
 	}

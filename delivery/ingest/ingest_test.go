@@ -25,7 +25,7 @@ func backends(t *testing.T, f func(t *testing.T, rdb redis.UniversalClient, j *j
 }
 
 func fixture(t *testing.T) []byte {
-	b, err := os.ReadFile("../../../shared/fixtures/github/octokit/pull_request/opened.payload.json")
+	b, err := os.ReadFile("../../testdata/github/octokit/pull_request/opened.payload.json")
 	if err != nil {
 		t.Fatalf("fixture: %v", err)
 	}

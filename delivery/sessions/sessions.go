@@ -135,6 +135,16 @@ func ms(v string) time.Time {
 	return time.UnixMilli(n).UTC()
 }
 
+// Known reports whether the registry has a record of session id: it
+// pushed, made a request, or was minted a token or a parent.
+func (r *Registry) Known(ctx context.Context, workspace, id string) (bool, error) {
+	n, err := r.rdb.Exists(ctx, Key(r.j, workspace, event.SessionSubject(id))).Result()
+	if err != nil {
+		return false, fmt.Errorf("session %s: %w", id, err)
+	}
+	return n == 1, nil
+}
+
 // LineageFor computes the lineage a child gets under parent, and refuses a
 // parent that would make a cycle.
 func (r *Registry) LineageFor(ctx context.Context, workspace, child, parent string, now time.Time) ([]string, error) {

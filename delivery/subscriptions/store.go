@@ -111,7 +111,7 @@ func (s *Store) eventKeys(e *event.Event, labels []string) []string {
 	if e.Subject != "" {
 		keys = append(keys, s.ixKey(ws, ixSubj, e.Subject))
 		if strings.HasPrefix(e.Subject, "github:") {
-			if i := strings.IndexByte(e.Subject, '#'); i >= 0 {
+			if i := strings.IndexAny(e.Subject, "#@"); i >= 0 {
 				keys = append(keys, s.ixKey(ws, ixSPre, e.Subject[:i+1]))
 			}
 		}

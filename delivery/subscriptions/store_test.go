@@ -177,6 +177,7 @@ func TestMatchEachFilter(t *testing.T) {
 	twoTypes := create(t, s, "ws", o, `{"types": ["session.crashed", "cron.*"]}`)
 	exactSubj := create(t, s, "ws", o, `{"subjects": ["github:org/repo#42"]}`)
 	subjGlob := create(t, s, "ws", o, `{"subjects": ["github:org/repo#*"]}`)
+	shaGlob := create(t, s, "ws", o, `{"subjects": ["github:org/repo@*"]}`)
 	sessSubj := create(t, s, "ws", o, `{"subjects": ["session:kid"]}`)
 	self := create(t, s, "ws", o, `{"session": {"id": "boss", "scope": "self"}}`)
 	tree := create(t, s, "ws", o, `{"session": {"id": "boss", "scope": "subtree"}}`)
@@ -196,7 +197,9 @@ func TestMatchEachFilter(t *testing.T) {
 		{"exact subject and repo glob", ev("github.check_suite.completed", "github:org/repo#42", ""), nil, want(ghGlob, exactSubj, subjGlob)},
 		{"repo glob, other number", ev("github.check_suite.completed", "github:org/repo#7", ""), nil, want(ghGlob, subjGlob)},
 		{"glob does not reach another repo", ev("github.status", "github:org/repo2#42", ""), nil, want(ghGlob)},
-		{"glob does not reach sha subjects", ev("github.status", "github:org/repo@abcdef1", ""), nil, want(ghGlob)},
+		{"PR glob does not reach sha subjects", ev("github.status", "github:org/repo@abcdef1", ""), nil, want(ghGlob, shaGlob)},
+		{"sha glob reaches every sha of the repo", ev("github.deployment_status", "github:org/repo@0123456789", ""), nil, want(ghGlob, shaGlob)},
+		{"sha glob does not reach another repo", ev("github.deployment_status", "github:org/repo2@0123456789", ""), nil, want(ghGlob)},
 		{"session self and subtree", ev("session.turn_started", "session:boss", "boss"), nil, want(self, tree)},
 		{"subtree through lineage", ev("session.turn_started", "session:kid", "kid", "boss", "root"), nil, want(sessSubj, tree)},
 		{"deep descendant", ev("session.turn_started", "session:gk", "gk", "kid", "boss"), nil, want(tree)},

@@ -15,8 +15,10 @@
 //     every type that starts with "prefix." (so "github.pull_request.*"
 //     does not match "github.pull_request_review.submitted");
 //   - subjects: an exact subject ("session:<id>", "github:<org>/<repo>#<n>",
-//     "github:<org>/<repo>@<sha>", "github:<org>/<repo>") or the glob
-//     "github:<org>/<repo>#*", every pull request and issue of a repository;
+//     "github:<org>/<repo>@<sha>", "github:<org>/<repo>") or the globs
+//     "github:<org>/<repo>#*", every pull request and issue of a
+//     repository, and "github:<org>/<repo>@*", every commit of it (a
+//     deployment status is about its sha);
 //   - session: {"id": "<session id>", "scope": "self"|"subtree"} — events
 //     about that session, or (subtree) about it and every descendant, by
 //     the event's lineage, resolved when the event is routed;
@@ -39,7 +41,8 @@
 //	T:ix:type:<type>       set   ids filtered by that exact type
 //	T:ix:tpre:<prefix>     set   ids filtered by "<prefix>.*"
 //	T:ix:subj:<subject>    set   ids filtered by that exact subject
-//	T:ix:spre:<org/repo#>  set   ids filtered by "github:<org/repo>#*" (key ends "github:<org>/<repo>#")
+//	T:ix:spre:<org/repo#>  set   ids filtered by "github:<org/repo>#*" (key ends "github:<org>/<repo>#";
+//	                             "@" for "github:<org/repo>@*")
 //	T:ix:self:<session>    set   ids filtered by {"id": session, "scope": "self"}
 //	T:ix:tree:<session>    set   ids filtered by {"id": session, "scope": "subtree"}
 //	T:ix:label:<label>     set   ids filtered by that label
@@ -53,7 +56,7 @@
 // session self, session subtree, labels, subject globs, types) — under each
 // value of that filter. Match derives the index keys from what the event
 // carries (its type and every dotted prefix of it, its subject and its
-// "github:<org>/<repo>#" part, its session and every ancestor in its
+// "github:<org>/<repo>#" or "@" part, its session and every ancestor in its
 // lineage, the session's labels), unions them in one script call, and
 // checks every filter in Go. A subscription can only be a candidate for an
 // event that already matches one of its filters.
@@ -175,8 +178,10 @@ var (
 	typePrefixRe = regexp.MustCompile(`^[a-z0-9_]+(\.[a-z0-9_]+)*$`)
 	// subjectRe is an exact subject of the github: family.
 	githubSubjectRe = regexp.MustCompile(`^github:([A-Za-z0-9._-]{1,128})/([A-Za-z0-9._-]{1,128})(#[1-9][0-9]{0,18}|@[0-9a-fA-F]{7,64})?$`)
-	// githubGlobRe is the one subject glob: every PR and issue of a repository.
-	githubGlobRe = regexp.MustCompile(`^github:[A-Za-z0-9._-]{1,128}/[A-Za-z0-9._-]{1,128}#\*$`)
+	// githubGlobRe is a subject glob: every PR and issue of a repository
+	// ("#*"), or every commit of it ("@*", what deployments and checks of
+	// no known PR are about).
+	githubGlobRe = regexp.MustCompile(`^github:[A-Za-z0-9._-]{1,128}/[A-Za-z0-9._-]{1,128}[#@]\*$`)
 )
 
 // normalize validates sub's filters, fills defaults and removes duplicate
@@ -286,7 +291,7 @@ func checkSubject(s string) error {
 	if githubSubjectRe.MatchString(s) || githubGlobRe.MatchString(s) {
 		return nil
 	}
-	return errors.New(`is not a subject: want session:<id>, github:<org>/<repo>#<n>, github:<org>/<repo>@<sha> or the glob github:<org>/<repo>#*`)
+	return errors.New(`is not a subject: want session:<id>, github:<org>/<repo>#<n>, github:<org>/<repo>@<sha> or the globs github:<org>/<repo>#* and github:<org>/<repo>@*`)
 }
 
 func isGlob(v string) bool { return strings.HasSuffix(v, "*") }

@@ -8,7 +8,8 @@
 -- ARGV[5]    = input JSON (applyInput in apply.go): workspace, repo, guid,
 --              source, the own event's envelope (type, subject, id, time,
 --              priority, coalescekey, terminal, summary), number (the PR the
---              subject names, 0 if none), sha_subject, and at most one of
+--              subject names, 0 if none), sha_subject, deploy_sha (a
+--              deployment status: its sha), and at most one of
 --              pr / check / review; plus now_ms, now_time, settle_ms,
 --              retention (s) and req (base → required check names)
 -- ARGV[6]    = the own event's data, raw JSON ("" for none)
@@ -139,6 +140,68 @@ local function own_event(subject, id, n, linked)
   })
 end
 
+-- trailer_link applies a PR body's Wakegate-Session trailer (p.trailer)
+-- after apply_pr: while nothing links the PR (cur[5], read before), it
+-- links it to that session of ws, marked session_via=trailer so that the
+-- session's own claim (claim.lua) replaces it. A session the registry
+-- does not know links nothing: wakegate.link_refused says so, once per
+-- (PR, session). Returns the session linked now, or nil.
+local function trailer_link(p, cur)
+  if not p.trailer or p.trailer == '' or cur[5] then return nil end
+  local n = p.number
+  if not p.trailer_known then
+    emit({
+      id = 'link_refused/' .. repo .. '#' .. int(n) .. '/' .. p.trailer,
+      source = p.server_source, type = 'wakegate.link_refused',
+      subject = pr_subject(repo, n), time = NOW_TIME, workspace = ws,
+      priority = 'internal',
+      summary = 'PR #' .. int(n) .. ' (' .. repo .. ') names session ' .. p.trailer ..
+        ' in a Wakegate-Session trailer; no such session: not linked',
+      data = cjson.encode({ repo = repo, number = n, session = p.trailer, via = 'trailer', reason = 'unknown session' }),
+    })
+    return nil
+  end
+  redis.call('HSET', k_pr(repo, n), 'session', p.trailer, 'session_ws', ws, 'session_via', 'trailer')
+  cur[5], cur[6] = p.trailer, ws
+  return p.trailer
+end
+
+-- maxDeployPRs bounds the PRs a deployment status names.
+local maxDeployPRs = 10
+
+-- deploy_event journals a deployment status about its sha: the PRs whose
+-- head the sha is or was (the sha index) are spliced into its data as
+-- pull_requests, and it carries the sessionid of the first of them linked
+-- in ws, so the router reaches those PRs' people too (docs/design.md §3).
+local function deploy_event(id)
+  local prs = {}
+  for _, v in ipairs(redis.call('SMEMBERS', k_index(repo, I.deploy_sha))) do
+    local n = tonumber(v)
+    if n and n > 0 then prs[#prs + 1] = n end
+  end
+  table.sort(prs)
+  local data, session = DATA, nil
+  if #prs > 0 then
+    local parts = {}
+    for i = 1, math.min(#prs, maxDeployPRs) do
+      parts[i] = int(prs[i])
+      session = session or link(ws, repo, prs[i])
+    end
+    local list = '"pull_requests":[' .. table.concat(parts, ',') .. ']'
+    if data == '' or string.match(data, '^%s*{%s*}%s*$') then
+      data = '{' .. list .. '}'
+    else
+      data = string.gsub(data, '^%s*{', function() return '{' .. list .. ',' end, 1)
+    end
+  end
+  emit({
+    id = id, source = I.source, type = I.type, subject = I.subject,
+    time = I.time, workspace = ws, sessionid = session,
+    priority = I.priority, coalescekey = I.coalescekey,
+    terminal = I.terminal, summary = I.summary, data = data,
+  })
+end
+
 -- tr_apply folds one fact (the input table I and the raw data DATA) in.
 local function tr_apply(input, data)
   I, DATA = input, data
@@ -174,13 +237,19 @@ local function tr_apply(input, data)
   end
 
   -- 2. Fold the fact into the tracker.
-  if I.pr then apply_pr(I.pr, cur) end
+  local trailed
+  if I.pr then
+    apply_pr(I.pr, cur)
+    trailed = trailer_link(I.pr, cur)
+  end
   if I.review then apply_review(I.review) end
   if I.check then apply_check(I.check) end
 
   -- 3. The delivery's own event(s).
   if I.type ~= '' then
-    if I.subject ~= '' or not I.check then
+    if I.deploy_sha and I.deploy_sha ~= '' then
+      deploy_event(I.id ~= '' and I.id or I.guid)
+    elseif I.subject ~= '' or not I.check then
       -- apply_pr writes none of the link's fields: what cur read stands
       local linked
       if cur and I.number == I.pr.number then linked = { cur[5], cur[6] } end
@@ -195,6 +264,16 @@ local function tr_apply(input, data)
         own_event(pr_subject(repo, n), base_id .. '/' .. int(n), n)
       end
     end
+  end
+
+  -- A trailer link the own event does not announce (an edit): the
+  -- author's chain hears of the PR once, as after a late claim.
+  if trailed and I.pr.action ~= 'opened' then
+    local h = hash(k_pr(repo, I.pr.number))
+    local title = string.gsub(h.title or '', '[\r\n]+', ' ')
+    synth(ws, repo, I.pr.number, h, 'linked', 'linked/' .. trailed, 'attention',
+      'PR #' .. int(I.pr.number) .. ' linked to session ' .. trailed .. ': ' .. title .. ' (' .. repo .. ')',
+      { session = trailed, state = h.state, via = 'trailer' })
   end
 
   -- 4. What the new state makes true.

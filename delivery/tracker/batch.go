@@ -42,19 +42,28 @@ func (t *Tracker) ApplyBatch(ctx context.Context, items []Item, now time.Time) [
 	errs := make([]error, len(items))
 	groups := map[int][]batchFact{}
 	var shards []int
+	stopped := map[int]bool{} // shards whose later items wait: an input could not be read
 	for i, it := range items {
 		f := it.Fact
 		if f == nil || f.Ignored != "" || (f.Type == "" && f.PR == nil && f.Check == nil && f.Review == nil) {
 			continue
 		}
-		in, data, err := t.applyInput(it.Workspace, it.GUID, f, now)
-		if err != nil {
-			errs[i] = fmt.Errorf("apply %s delivery %s: %w", f.Event, it.GUID, err)
-			continue
-		}
 		shard := t.shardOf(f.Repo)
 		if f.Repo == "" {
 			shard = t.j.ShardOf(it.Workspace, f.Subject)
+		}
+		if stopped[shard] {
+			errs[i] = fmt.Errorf("apply %s delivery %s: an earlier item of its shard failed: %w", f.Event, it.GUID, ErrNotBatched)
+			continue
+		}
+		in, data, err := t.applyInput(ctx, it.Workspace, it.GUID, f, now)
+		if err != nil && !errors.Is(err, ErrInvalidFact) {
+			stopped[shard] = true // a read failed (the trailer's session): keep the shard's order
+			err = fmt.Errorf("%w: %w", ErrNotBatched, err)
+		}
+		if err != nil {
+			errs[i] = fmt.Errorf("apply %s delivery %s: %w", f.Event, it.GUID, err)
+			continue
 		}
 		var hint []string
 		if f.PR != nil {

@@ -55,9 +55,9 @@ func BenchmarkSettleDue(b *testing.B) {
 }
 
 func openedFact(b *testing.B) *github.Fact {
-	body, err := os.ReadFile(filepath.Join("..", "..", "..", "shared", "fixtures", "github", "octokit", "pull_request", "opened.payload.json"))
+	body, err := os.ReadFile(filepath.Join("..", "..", "testdata", "github", "octokit", "pull_request", "opened.payload.json"))
 	if err != nil {
-		b.Skipf("fixtures missing: %v", err)
+		b.Fatalf("fixture missing: %v", err)
 	}
 	f, err := github.Normalize("pull_request", body)
 	if err != nil {

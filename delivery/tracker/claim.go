@@ -27,6 +27,8 @@ type claimInput struct {
 // claiming again is a no-op. A claim by another session returns an error
 // wrapping ErrLinkConflict and the holder ("" when it belongs to another
 // workspace), and journals wakegate.link_conflict once per (PR, claimant).
+// A link a Wakegate-Session trailer made is replaced by any session's
+// claim (data.replaced names the session it had).
 // When the tracker has already seen the PR, a new link journals
 // github.pull_request.linked (id "pr/<n>/linked/<session>") so the
 // author's chain hears of the PR once. repo is spelled as GitHub spells
@@ -62,17 +64,19 @@ func (t *Tracker) Claim(ctx context.Context, workspace, repo string, number int,
 	return session, nil
 }
 
-// Link returns the session PR number of repo is linked to from workspace,
-// or "" when none is.
+// Link returns the session that claimed PR number of repo from
+// workspace, or "" when none did. A link by a Wakegate-Session trailer is
+// no claim (a claim replaces it): "".
 func (t *Tracker) Link(ctx context.Context, workspace, repo string, number int) (string, error) {
 	tag := t.j.Tag(t.shardOf(repo))
-	v, err := t.rdb.HMGet(ctx, prKey(tag, repo, number), "session", "session_ws").Result()
+	v, err := t.rdb.HMGet(ctx, prKey(tag, repo, number), "session", "session_ws", "session_via").Result()
 	if err != nil && !errors.Is(err, redis.Nil) {
 		return "", fmt.Errorf("link of %s#%d: %w", repo, number, err)
 	}
 	session, _ := v[0].(string)
 	ws, _ := v[1].(string)
-	if ws != workspace {
+	via, _ := v[2].(string)
+	if ws != workspace || via == "trailer" {
 		return "", nil
 	}
 	return session, nil

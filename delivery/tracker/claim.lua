@@ -2,7 +2,8 @@
 -- wins; the same session again is a no-op; another session is refused and
 -- journaled once per (PR, claimant) as wakegate.link_conflict. A new link
 -- to a PR the tracker has already seen journals github.pull_request.linked,
--- so the author's chain hears of the PR once.
+-- so the author's chain hears of the PR once. A link a Wakegate-Session
+-- trailer made (session_via=trailer) is replaced by any session's claim.
 --
 -- KEYS[1]    = "<tag>:journal" of the repository's shard (routes the script)
 -- ARGV[1..3] = journal.AppendArgs()
@@ -19,6 +20,17 @@ tr_init(ARGV[4], I)
 local ws, repo, n, session = I.workspace, I.repo, I.number, I.session
 local pk = k_pr(repo, n)
 local h = hash(pk)
+
+-- A link by a Wakegate-Session trailer is no claim: the session's own
+-- claim replaces it (the same session's claim makes it one).
+local replaced
+if h.session and h.session_via == 'trailer' and h.session_ws == ws then
+  redis.call('HDEL', pk, 'session_via')
+  if h.session ~= session then
+    replaced = h.session
+    h.session = nil
+  end
+end
 
 if h.session and (h.session ~= session or h.session_ws ~= ws) then
   local holder = ''
@@ -46,7 +58,7 @@ if not h.session then
     local title = string.gsub(h.title or '', '[\r\n]+', ' ')
     synth(ws, repo, n, h, 'linked', 'linked/' .. session, 'attention',
       'PR #' .. int(n) .. ' linked to session ' .. session .. ': ' .. title .. ' (' .. repo .. ')',
-      { session = session, state = h.state })
+      { session = session, state = h.state, replaced = replaced })
   end
 end
 table.insert(SIDS, 1, 'ok')

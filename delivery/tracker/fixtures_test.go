@@ -10,12 +10,13 @@ import (
 	"github.com/wakegate/wakegate/providers/github"
 )
 
-// fixture normalizes a shared GitHub payload (under ../../../shared/fixtures/github).
+// fixture normalizes a GitHub payload under testdata/github at the repository
+// root; a missing one fails the test.
 func fixture(t *testing.T, eventType, path string) *github.Fact {
 	t.Helper()
-	body, err := os.ReadFile(filepath.Join("..", "..", "..", "shared", "fixtures", "github", path))
+	body, err := os.ReadFile(filepath.Join("..", "..", "testdata", "github", path))
 	if err != nil {
-		t.Skipf("fixtures missing: %v", err)
+		t.Fatalf("fixture missing: %v", err)
 	}
 	f, err := github.Normalize(eventType, body)
 	if err != nil {

@@ -80,6 +80,11 @@ type Config struct {
 	Retention time.Duration
 	// Logger receives RunSettler's errors. Default: discarded.
 	Logger *slog.Logger
+	// KnownSession reports whether a session of a workspace is known to
+	// the session registry; a Wakegate-Session trailer naming an unknown
+	// one links nothing (docs/design.md §3). Nil: every trailer names an
+	// unknown session.
+	KnownSession func(ctx context.Context, workspace, id string) (bool, error)
 }
 
 func (c Config) withDefaults() Config {
@@ -145,6 +150,7 @@ type applyInput struct {
 	Summary     string       `json:"summary"`
 	Number      int          `json:"number"`
 	ShaSubject  string       `json:"sha_subject"`
+	DeploySHA   string       `json:"deploy_sha,omitempty"` // a deployment status: the sha deployed
 	PR          *prInput     `json:"pr,omitempty"`
 	Check       *checkInput  `json:"check,omitempty"`
 	Review      *reviewInput `json:"review,omitempty"`
@@ -152,6 +158,7 @@ type applyInput struct {
 
 type prInput struct {
 	Number    int    `json:"number"`
+	Action    string `json:"action"`
 	State     string `json:"state"`
 	Draft     bool   `json:"draft"`
 	Merged    bool   `json:"merged"`
@@ -161,6 +168,12 @@ type prInput struct {
 	Title     string `json:"title"`
 	Labels    string `json:"labels"` // JSON array, stored as is
 	UpdatedMS int64  `json:"updated_ms"`
+	// Trailer is the session the body's Wakegate-Session line names;
+	// TrailerKnown whether the registry knows it (read before the script:
+	// the registry lives in other slots).
+	Trailer      string `json:"trailer,omitempty"`
+	TrailerKnown bool   `json:"trailer_known,omitempty"`
+	ServerSource string `json:"server_source"`
 }
 
 type checkInput struct {
@@ -189,7 +202,10 @@ type reviewInput struct {
 // it resolves to (the payload's PRs and the sha index) with id
 // "<guid>/<n>", or once to the sha subject with id "<guid>" when no PR is
 // known. It carries sessionid when its PR is linked to a session of this
-// workspace.
+// workspace. A deployment status keeps its sha subject; the PRs whose head
+// the sha is or was (the sha index) are listed in its data.pull_requests,
+// and it carries the sessionid of the first of them linked to a session,
+// so the router reaches them too.
 //
 // Apply is idempotent: re-applying the same (guid, fact) changes nothing
 // and appends nothing. A fact with Ignored set, or with nothing to track
@@ -198,7 +214,7 @@ func (t *Tracker) Apply(ctx context.Context, workspace, guid string, f *github.F
 	if f == nil || f.Ignored != "" || (f.Type == "" && f.PR == nil && f.Check == nil && f.Review == nil) {
 		return Result{}, nil
 	}
-	in, data, err := t.applyInput(workspace, guid, f, now)
+	in, data, err := t.applyInput(ctx, workspace, guid, f, now)
 	if err != nil {
 		return Result{}, err
 	}
@@ -225,7 +241,7 @@ func (t *Tracker) Apply(ctx context.Context, workspace, guid string, f *github.F
 }
 
 // applyInput validates f and builds the script's input and raw data.
-func (t *Tracker) applyInput(workspace, guid string, f *github.Fact, now time.Time) (*applyInput, string, error) {
+func (t *Tracker) applyInput(ctx context.Context, workspace, guid string, f *github.Fact, now time.Time) (*applyInput, string, error) {
 	invalid := func(format string, args ...any) error {
 		return fmt.Errorf("%w: %s", ErrInvalidFact, fmt.Sprintf(format, args...))
 	}
@@ -275,6 +291,13 @@ func (t *Tracker) applyInput(workspace, guid string, f *github.Fact, now time.Ti
 	if f.Repo == "" {
 		in.Source = "//github.com"
 	}
+	if f.Type == event.TypeGitHubDeploymentStatus && f.Repo != "" {
+		// It also reaches the PRs whose head is its sha (docs/design.md §3).
+		in.DeploySHA, _ = strings.CutPrefix(f.Subject, "github:"+f.Repo+"@")
+		if in.DeploySHA == f.Subject || strings.ContainsAny(in.DeploySHA, "{}\n") {
+			in.DeploySHA = ""
+		}
+	}
 	switch {
 	case f.PR != nil:
 		p := f.PR
@@ -287,9 +310,19 @@ func (t *Tracker) applyInput(workspace, guid string, f *github.Fact, now time.Ti
 		}
 		lb, _ := json.Marshal(labels)
 		in.PR = &prInput{
-			Number: p.Number, State: p.State, Draft: p.Draft, Merged: p.Merged,
+			Number: p.Number, Action: p.Action, State: p.State, Draft: p.Draft, Merged: p.Merged,
 			Head: p.Head, Base: p.Base, Author: p.Author, Title: p.Title,
-			Labels: string(lb), UpdatedMS: millis(p.UpdatedAt),
+			Labels: string(lb), UpdatedMS: millis(p.UpdatedAt), ServerSource: event.ServerSource(workspace),
+		}
+		if p.Trailer != "" && event.ValidID(p.Trailer) {
+			in.PR.Trailer = p.Trailer
+			if t.cfg.KnownSession != nil {
+				known, err := t.cfg.KnownSession(ctx, workspace, p.Trailer)
+				if err != nil {
+					return nil, "", fmt.Errorf("session %s of the trailer: %w", p.Trailer, err)
+				}
+				in.PR.TrailerKnown = known
+			}
 		}
 	case f.Check != nil:
 		c := f.Check

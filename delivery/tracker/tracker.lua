@@ -15,6 +15,7 @@
 -- Tracker hash fields: ws, repo, number, state (open|closed), draft (0|1),
 -- merged (0|1), head, head_seen_at (ms), base, author, title, labels (JSON),
 -- updated_at (ms of the newest snapshot applied), session, session_ws,
+-- session_via ("trailer" while a Wakegate-Session trailer made the link),
 -- ready:<sha> (ms ready was emitted), failed:<sha> (ms checks_failed was
 -- emitted).
 

@@ -56,7 +56,7 @@ const (
 
 // fixturePath is the signed body of the ingest targets: octokit's
 // pull_request/opened, 28 KB.
-var fixturePath = filepath.Join("..", "..", "..", "shared", "fixtures", "github", "octokit", "pull_request", "opened.payload.json")
+var fixturePath = filepath.Join("..", "..", "testdata", "github", "octokit", "pull_request", "opened.payload.json")
 
 // payload renders the fixture with a chosen PR number, so that every
 // request is a different body (the replay guard refuses a byte-identical

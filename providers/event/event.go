@@ -131,6 +131,7 @@ var vocabulary = map[string]Spec{
 	TypeWakegateEscalated:          {Internal, KindNone, false},
 	TypeWakegateDigest:             {Internal, KindNone, false},
 	TypeWakegateLinkConflict:       {Internal, KindNone, false},
+	TypeWakegateLinkRefused:        {Internal, KindNone, false},
 	TypeWakegateRedelivered:        {Internal, KindNone, false},
 }
 

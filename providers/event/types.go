@@ -51,6 +51,7 @@ const (
 	TypeWakegateEscalated          = "wakegate.escalated"
 	TypeWakegateDigest             = "wakegate.digest"
 	TypeWakegateLinkConflict       = "wakegate.link_conflict"
+	TypeWakegateLinkRefused        = "wakegate.link_refused"
 	TypeWakegateRedelivered        = "wakegate.redelivered"
 
 	TypeSessionHeartbeat = "session.heartbeat"

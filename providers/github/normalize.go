@@ -3,6 +3,7 @@ package github
 import (
 	"encoding/json"
 	"fmt"
+	"regexp"
 	"strconv"
 	"strings"
 	"time"
@@ -53,6 +54,27 @@ type PRFact struct {
 	Author, Title       string
 	Labels              []string
 	ClosedAt, UpdatedAt time.Time
+	// Trailer is the session a "Wakegate-Session: <id>" line of the body
+	// names, on opened and edited only ("" for none): the tracker links
+	// the PR to it while nothing claims the PR (docs/design.md §3).
+	Trailer string `json:",omitempty"`
+}
+
+// trailerRe is a "Wakegate-Session: <id>" line of a PR body (the key is
+// case-insensitive, as git trailers are).
+var trailerRe = regexp.MustCompile(`(?mi)^[ \t]*wakegate-session:[ \t]*(?:session:)?([^\s]+)[ \t]*\r?$`)
+
+// trailer returns the session the last Wakegate-Session line of body
+// names, or "" when there is none or it is not a session id.
+func trailer(body string) string {
+	if !strings.Contains(strings.ToLower(body), "wakegate-session") {
+		return ""
+	}
+	m := trailerRe.FindAllStringSubmatch(body, -1)
+	if len(m) == 0 || !event.ValidID(m[len(m)-1][1]) {
+		return ""
+	}
+	return m[len(m)-1][1]
 }
 
 // Check results.
@@ -195,6 +217,9 @@ func (f *Fact) pullRequest(body []byte, pre any) error {
 		Head: pr.Head.SHA, Base: pr.Base.Ref,
 		Author: pr.User.Login, Title: pr.Title, Labels: labels,
 		ClosedAt: pr.ClosedAt.Time, UpdatedAt: pr.UpdatedAt.Time,
+	}
+	if f.Action == "opened" || f.Action == "edited" {
+		f.PR.Trailer = trailer(pr.Body)
 	}
 	f.Type = "github.pull_request." + f.Action
 	f.Subject = event.PRSubject(f.Repo, pr.Number)

@@ -18,10 +18,10 @@ import (
 
 var update = flag.Bool("update", false, "rewrite testdata/golden from the fixtures")
 
-// fixturesDir is the shared fixtures folder, a sibling of the repository.
+// fixturesDir is testdata/github at the repository root.
 func fixturesDir(t testing.TB) string {
 	t.Helper()
-	dir := filepath.Join("..", "..", "..", "shared", "fixtures", "github")
+	dir := filepath.Join("..", "..", "testdata", "github")
 	if _, err := os.Stat(filepath.Join(dir, "octokit")); err != nil {
 		t.Fatalf("fixtures missing: %v", err)
 	}

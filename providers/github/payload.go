@@ -36,6 +36,7 @@ type pullRequest struct {
 	Number    int     `json:"number"`
 	State     string  `json:"state"`
 	Title     string  `json:"title"`
+	Body      string  `json:"body"` // read for its Wakegate-Session trailer only
 	HTMLURL   string  `json:"html_url"`
 	Draft     bool    `json:"draft"`
 	Merged    bool    `json:"merged"`

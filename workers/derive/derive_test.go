@@ -97,7 +97,7 @@ func (e *env) count(t *testing.T, typ string) int {
 }
 
 func fixture(t *testing.T, path string) []byte {
-	b, err := os.ReadFile("../../../shared/fixtures/github/octokit/" + path)
+	b, err := os.ReadFile("../../testdata/github/octokit/" + path)
 	if err != nil {
 		t.Fatal(err)
 	}

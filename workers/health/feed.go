@@ -188,6 +188,9 @@ func (f *filer) event(ctx context.Context, e *event.Event, streamID string) {
 	if strings.HasPrefix(e.Subject, "session:") || isPR(e.Subject) {
 		f.pipe.ZAddGT(ctx, s.dirtyKey(ws), redis.Z{Score: version, Member: subjectMember + e.Subject})
 	}
+	if isPR(e.Subject) && !e.Terminal {
+		f.pipe.ZAddGT(ctx, s.prsKey(ws), redis.Z{Score: ms, Member: e.Subject})
+	}
 	if strings.HasPrefix(e.Subject, "session:") && !strings.HasPrefix(e.Type, "wakegate.") {
 		f.pipe.ZAddGT(ctx, s.sessionsKey(ws), redis.Z{Score: ms, Member: e.Subject})
 	}

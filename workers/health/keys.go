@@ -10,6 +10,7 @@ package health
 //	T:dirty               zset  "s|<subject>" → journal position of the subject's last event not yet evaluated (its state version)
 //	T:due                 zset  "s|<subject>" | "p|<party>" → ms when a time-based condition of it is next due
 //	T:sessions            zset  sessions not known dead for good (not exited) → ms of their last event: rechecked when the settings change
+//	T:prs                 zset  pull request subjects not yet seen to end → ms of their last event (the dashboard's list)
 //	T:active              set   parties with unacked or armed entries, or wakes in the last hour: version-checked every pass
 //	T:pver                hash  party → the inbox and sighting counters it was last evaluated at
 //	T:drv:<session>       zset  driver party → ms of its last prompt or control message (I4)
@@ -29,6 +30,7 @@ func (s *Sweeper) dirtyKey(ws string) string         { return s.tag(ws) + ":dirt
 func (s *Sweeper) dueKey(ws string) string           { return s.tag(ws) + ":due" }
 func (s *Sweeper) sessionsKey(ws string) string      { return s.tag(ws) + ":sessions" }
 func (s *Sweeper) activeKey(ws string) string        { return s.tag(ws) + ":active" }
+func (s *Sweeper) prsKey(ws string) string           { return s.tag(ws) + ":prs" }
 func (s *Sweeper) pverKey(ws string) string          { return s.tag(ws) + ":pver" }
 func (s *Sweeper) drvKey(ws, session string) string  { return s.tag(ws) + ":drv:" + session }
 func (s *Sweeper) wakesKey(ws, party string) string  { return s.tag(ws) + ":wk:" + party }

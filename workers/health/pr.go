@@ -71,6 +71,7 @@ func (r *run) pullRequest(ctx context.Context, subj string) (time.Time, error) {
 	if ended {
 		if r.repair {
 			r.pipe.HDel(ctx, r.s.emittedKey(r.ws), subj)
+			r.pipe.ZRem(ctx, r.s.prsKey(r.ws), subj)
 		}
 		if err := r.watches(ctx, subj, &next); err != nil {
 			return time.Time{}, err

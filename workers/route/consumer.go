@@ -196,6 +196,7 @@ func (c *Consumer) balance(ctx context.Context) {
 	if held > share { // a new worker came: give back what is over our share
 		c.giveBack(held - share)
 	}
+	var taken []int
 	for s := 0; s < shards && held < share; s++ {
 		c.mu.Lock()
 		_, mine := c.running[s]
@@ -209,6 +210,12 @@ func (c *Consumer) balance(ctx context.Context) {
 		}
 		held++
 		c.start(ctx, s, c.owner+":"+strconv.FormatInt(epoch, 10))
+		taken = append(taken, s)
+	}
+	// One line at info per round that took shards (a start takes them all
+	// at once); each shard's lease is at debug.
+	if len(taken) > 0 {
+		c.log.Info("shards taken", "count", len(taken), "shards", taken, "held", held, "of", shards, "live_workers", live)
 	}
 }
 
@@ -243,7 +250,7 @@ func (c *Consumer) start(ctx context.Context, shard int, lease string) {
 		// Release so a successor need not wait for the TTL.
 		_ = renewScript.Run(context.Background(), c.rdb, []string{c.leaseKey(shard)}, lease, 0, "1").Err()
 	}()
-	c.log.Info("shard taken", "shard", shard, "lease", lease)
+	c.log.Debug("shard taken", "shard", shard, "lease", lease)
 }
 
 func (c *Consumer) giveBack(n int) {

@@ -1,12 +1,15 @@
 package route
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"log/slog"
 	"reflect"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -272,4 +275,53 @@ func TestIdleStopIsPrompt(t *testing.T) {
 	case <-time.After(5 * time.Second):
 		t.Fatal("did not stop within 5 s")
 	}
+}
+
+// A worker starting on 16 free shards says so in one line at info; the
+// lease of each shard is at debug.
+func TestTakingShardsLogsOneSummaryAtInfo(t *testing.T) {
+	rdb, prefix := redistest.New(t)
+	j := journal.New(rdb, journal.Config{Prefix: prefix, Shards: 16})
+	var buf syncBuffer
+	log := slog.New(slog.NewJSONHandler(&buf, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	c := NewConsumer(rdb, j, newRecorder().handle, log, prometheus.NewRegistry(), ConsumerConfig{LeaseTTL: time.Second})
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { defer close(done); _ = c.Run(ctx) }()
+	waitFor(t, "all 16 shards taken", func() bool { return len(c.Held()) == 16 })
+	cancel()
+	<-done
+
+	counts := map[string]int{}
+	for _, line := range bytes.Split(bytes.TrimSpace(buf.Bytes()), []byte("\n")) {
+		var rec struct{ Level, Msg string }
+		if err := json.Unmarshal(line, &rec); err != nil {
+			t.Fatalf("log line %q: %v", line, err)
+		}
+		if strings.HasPrefix(rec.Msg, "shard") {
+			counts[rec.Level+" "+rec.Msg]++
+		}
+	}
+	want := map[string]int{"INFO shards taken": 1, "DEBUG shard taken": 16}
+	if !reflect.DeepEqual(counts, want) {
+		t.Errorf("shard log lines by level %v, want %v", counts, want)
+	}
+}
+
+// syncBuffer is a bytes.Buffer safe for the goroutines of a logger.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) Bytes() []byte {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return append([]byte(nil), s.b.Bytes()...)
 }

@@ -127,7 +127,7 @@ func (r *Router) Redeliver(ctx context.Context, e *event.Event, req RedeliverReq
 	if err != nil {
 		return nil, err
 	}
-	to := d.to
+	e, to := v.event, d.to
 	if req.Party != "" {
 		rc, ok := to[req.Party]
 		if !ok {

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -178,6 +179,7 @@ func (r *Router) Handle(ctx context.Context, shard int, e *event.Event) error {
 	if err != nil {
 		return err
 	}
+	e = v.event // with the lineage routing resolved
 	if d.undeliverable {
 		return r.undeliverable(ctx, e)
 	}
@@ -204,7 +206,7 @@ func (r *Router) route(ctx context.Context, e *event.Event, now time.Time) (deci
 	if err != nil {
 		return decision{}, nil, err
 	}
-	return decide(snap, e), v, nil
+	return decide(snap, v.event), v, nil // the event as routed: its lineage resolved
 }
 
 // snapshot is everything the rules of DESIGN §5 read about one event:
@@ -365,8 +367,9 @@ func decide(s *snapshot, e *event.Event) decision {
 // first the settings, the session's record, the subscriptions e matches
 // and the supervision edges up its chain; then the liveness of the
 // controller candidates, and the holds state and push endpoint of every
-// party that may hear e (a third when the session has labels: the
-// subscriptions are matched again with them). It writes nothing.
+// party that may hear e (a third when the session has labels, or
+// ancestors the event does not carry: the subscriptions are matched again
+// with them, and the ancestors' edges read). It writes nothing.
 func (r *Router) gather(ctx context.Context, e *event.Event, now time.Time) (*snapshot, *view, error) {
 	b := batchFrom(ctx)
 	message := isMessage(e)
@@ -390,6 +393,16 @@ func (r *Router) gather(ctx context.Context, e *event.Event, now time.Time) (*sn
 			readMatches = r.subs.QueueMatch(ctx, p, e, nil)
 		}
 	}
+	// A deployment status also reaches the PRs its data names: their
+	// subscribers are matched as if it were about each of them.
+	var readAlso []func() ([]subscriptions.Subscription, error)
+	if !message {
+		for _, subj := range alsoAbout(e) {
+			x := *e
+			x.Subject = subj
+			readAlso = append(readAlso, r.subs.QueueMatch(ctx, p, &x, nil))
+		}
+	}
 	var readEdges func() (map[string][]supervision.Edge, error)
 	if snap.chain != nil {
 		readEdges = r.sup.QueueEdgesFor(ctx, p, e.Workspace, snap.chain)
@@ -408,20 +421,53 @@ func (r *Router) gather(ctx context.Context, e *event.Event, now time.Time) (*sn
 			return nil, nil, err
 		}
 	}
+	if readEdges != nil {
+		if snap.edges, err = readEdges(); err != nil {
+			return nil, nil, err
+		}
+	}
 	if readSession != nil {
 		s, err := readSession(now)
 		if err != nil {
 			return nil, nil, err
 		}
-		if len(s.Labels) > 0 { // the label index sets join the match
+		if len(e.Lineage) == 0 && len(s.Lineage) > 0 {
+			// An event about a session that carries no lineage (what the
+			// tracker derives about a linked PR) reaches the session's
+			// chain as the session's own events do (docs/design.md §5):
+			// its recorded ancestors join the chain, their subtree
+			// subscriptions and supervision edges are read in one more
+			// round trip.
+			resolved := *e
+			resolved.Lineage = slices.Clone(s.Lineage)
+			e = &resolved
+			snap.chain = chainOf(e)
+			p := r.rdb.Pipeline()
+			readMatches := r.subs.QueueMatch(ctx, p, e, s.Labels)
+			readEdges := r.sup.QueueEdgesFor(ctx, p, e.Workspace, snap.chain)
+			_, _ = p.Exec(ctx)
+			if snap.matches, err = readMatches(); err != nil {
+				return nil, nil, err
+			}
+			if snap.edges, err = readEdges(); err != nil {
+				return nil, nil, err
+			}
+		} else if len(s.Labels) > 0 { // the label index sets join the match
 			if snap.matches, err = r.subs.Match(ctx, e, s.Labels); err != nil {
 				return nil, nil, err
 			}
 		}
 	}
-	if readEdges != nil {
-		if snap.edges, err = readEdges(); err != nil {
+
+	for _, read := range readAlso {
+		also, err := read()
+		if err != nil {
 			return nil, nil, err
+		}
+		for _, s := range also {
+			if !slices.ContainsFunc(snap.matches, func(m subscriptions.Subscription) bool { return m.ID == s.ID }) {
+				snap.matches = append(snap.matches, s)
+			}
 		}
 	}
 
@@ -458,7 +504,7 @@ func (r *Router) gather(ctx context.Context, e *event.Event, now time.Time) (*sn
 		}
 		snap.dead[party] = s.Liveness == sessions.Dead
 	}
-	v := &view{settings: settings}
+	v := &view{event: e, settings: settings}
 	if readStates != nil {
 		if v.states, err = readStates(); err != nil {
 			return nil, nil, err
@@ -475,10 +521,37 @@ func (r *Router) gather(ctx context.Context, e *event.Event, now time.Time) (*sn
 	return snap, v, nil
 }
 
-// view is what gather read besides who they are: the workspace
-// settings, and for every party that may hear the event its holds state
+// maxAlso bounds the other subjects an event reaches.
+const maxAlso = 10
+
+// alsoAbout lists the subjects e reaches besides its own: a deployment
+// status reaches the PRs whose head its sha is, which the tracker names
+// in data.pull_requests (docs/design.md §3).
+func alsoAbout(e *event.Event) []string {
+	if e.Type != event.TypeGitHubDeploymentStatus || len(e.Data) == 0 {
+		return nil
+	}
+	var d struct {
+		Repo string `json:"repo"`
+		PRs  []int  `json:"pull_requests"`
+	}
+	if json.Unmarshal(e.Data, &d) != nil || d.Repo == "" || !strings.HasPrefix(e.Subject, "github:"+d.Repo+"@") {
+		return nil
+	}
+	var out []string
+	for _, n := range d.PRs {
+		if n > 0 && len(out) < maxAlso {
+			out = append(out, event.PRSubject(d.Repo, n))
+		}
+	}
+	return out
+}
+
+// view is what gather read besides who they are: the event as
+// routed, the workspace settings, and for every party that may hear the event its holds state
 // (nil without holds) and its endpoint (nil map: not read).
 type view struct {
+	event     *event.Event // e, with the lineage routing resolved (see recipients)
 	settings  supervision.Settings
 	states    map[string]holds.State
 	endpoints map[string]*dpush.Endpoint

@@ -329,3 +329,52 @@ func TestRoutingReadsInTwoRoundTrips(t *testing.T) {
 	w.want("human:carol", "session.awaiting_input×1 wake", "session.awaiting_input×1 wake")
 	w.want("human:dave", "session.awaiting_input×1 wake", "session.awaiting_input×1 wake")
 }
+
+// What the tracker derives about a linked PR carries the author's
+// sessionid but no lineage: it reaches the author's whole chain as the
+// author's own events do — the nearest live ancestor's controller after
+// the parent exited, a subtree observer and a subtree subscriber of the
+// root.
+func TestDerivedEventsReachTheAuthorsChain(t *testing.T) {
+	w := newWorld(t)
+	w.spawn("mid", "root")
+	w.spawn("kid", "mid")
+	if _, _, err := w.sup.Supervise(w.ctx, ws, "root", "human:carol", supervision.Observer, supervision.ScopeSubtree, false, false, time.Now()); err != nil {
+		t.Fatal(err)
+	}
+	sub, err := subscriptions.Parse([]byte(`{"session":{"id":"root","scope":"subtree"}}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	sub.Workspace, sub.Owner = ws, "human:dave"
+	if _, err := w.subs.Create(w.ctx, sub, time.Now()); err != nil {
+		t.Fatal(err)
+	}
+	w.settings(`{"default_controller":"human:default"}`)
+	w.push("session:mid", "mid", "session.exited", "")
+	pr := &event.Event{SpecVersion: "1.0", ID: "pr/7/ready/abc", Source: event.GitHubSource("org/repo"),
+		Type: "github.pull_request.ready", Subject: "github:org/repo#7", Workspace: ws, SessionID: "kid",
+		Time: time.Now().UTC(), Priority: event.Attention, CoalesceKey: "github:org/repo#7"}
+	seq, _, err := w.j.Append(w.ctx, pr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	routed := w.route(seq)
+	if len(routed.Lineage) != 0 {
+		t.Fatalf("the journaled event carries lineage %v: the test needs one without", routed.Lineage)
+	}
+	w.want("session:root", "github.pull_request.ready×1 wake", "session.exited×1 digest")
+	w.want("human:carol", "github.pull_request.ready×1 wake", "session.exited×1 digest")
+	w.want("human:dave", "github.pull_request.ready×1 wake", "session.exited×1 digest")
+	w.want("human:default")
+	entries, _, err := w.box.List(w.ctx, ws, "session:root", 0, false, 100)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, en := range entries {
+		var got event.Event
+		if en.Type == pr.Type && (json.Unmarshal(en.Event, &got) != nil || strings.Join(got.Lineage, " ") != "mid root") {
+			t.Errorf("root's entry carries lineage %v, want [mid root] (escalation climbs it)", got.Lineage)
+		}
+	}
+}

@@ -26,7 +26,7 @@ type Report struct {
 	Wake *WakeStats `json:"wake,omitempty"`
 	// Check is the delivery ledger read against what the tool sent.
 	Check *Check `json:"check,omitempty"`
-	// Rows are the figures with a target (docs/performance.json's shape).
+	// Rows are the figures with a target (docs/bench/performance.json's shape).
 	Rows  []Row    `json:"rows"`
 	Notes []string `json:"notes,omitempty"`
 }
@@ -50,7 +50,7 @@ type WakeStats struct {
 	Series        []Second   `json:"series,omitempty"`
 }
 
-// Row is one figure against its target, as docs/performance.json holds it.
+// Row is one figure against its target, as docs/bench/performance.json holds it.
 type Row struct {
 	Target   string   `json:"target"`
 	Value    float64  `json:"value"`

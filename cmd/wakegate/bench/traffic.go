@@ -20,8 +20,9 @@ import (
 )
 
 // fixtures are real GitHub webhook bodies (octokit/webhooks, MIT: see
-// fixtures/LICENSE.octokit), copied from ../shared/fixtures/github so the
-// binary carries its own load.
+// fixtures/LICENSE.octokit), copied from testdata/github at the repository
+// root so the binary carries its own load (TestEmbeddedFixturesMatchTestdata
+// keeps the copies identical).
 //
 //go:embed fixtures/*.json
 var fixtures embed.FS

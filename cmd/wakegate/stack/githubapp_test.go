@@ -229,7 +229,7 @@ func (e *appEnv) webhook(event, guid string, body []byte) int {
 // closed, merged and updated at at.
 func closedFixture(t *testing.T, at time.Time) []byte {
 	t.Helper()
-	path := filepath.Join("..", "..", "..", "..", "shared", "fixtures", "github", "derived", "pull_request.closed.merged.json")
+	path := filepath.Join("..", "..", "..", "testdata", "github", "derived", "pull_request.closed.merged.json")
 	raw, err := os.ReadFile(path)
 	if err != nil {
 		t.Fatalf("the GitHub fixture is required: %v", err)

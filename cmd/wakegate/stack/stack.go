@@ -17,6 +17,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/redis/go-redis/v9"
 
+	"github.com/wakegate/wakegate/delivery/dashboard"
 	"github.com/wakegate/wakegate/delivery/holds"
 	"github.com/wakegate/wakegate/delivery/inbox"
 	"github.com/wakegate/wakegate/delivery/ingest"
@@ -87,6 +88,7 @@ type Stack struct {
 	Router *route.Router
 
 	healthEvery time.Duration // WAKEGATE_HEALTH_EVERY
+	dashboard   dashboard.Config
 }
 
 // New assembles the stores on rdb. Metrics are registered on reg.
@@ -109,9 +111,9 @@ func New(rdb redis.UniversalClient, cfg Config, log *slog.Logger, reg *prometheu
 		requiredOf = s.GitHub.Required.Lookup // branch protection ∪ rulesets ∪ configured
 	}
 	s.Journal = journal.New(rdb, journal.Config{Prefix: cfg.Prefix, Shards: cfg.Shards, Retention: cfg.Retention, MaxLen: cfg.JournalMaxLen})
-	s.Tracker = tracker.New(rdb, s.Journal, tracker.Config{Settle: cfg.ReadySettle, Required: requiredOf})
-	s.Ingest = ingest.New(rdb, s.Journal)
 	s.Sessions = sessions.New(rdb, s.Journal, cfg.SessionTTL)
+	s.Tracker = tracker.New(rdb, s.Journal, tracker.Config{Settle: cfg.ReadySettle, Required: requiredOf, KnownSession: s.Sessions.Known})
+	s.Ingest = ingest.New(rdb, s.Journal)
 	s.Subs = subscriptions.New(rdb, cfg.Prefix)
 	s.Sup = supervision.New(rdb, cfg.Prefix, func(ctx context.Context, ws, party string) (bool, error) {
 		p, err := s.Sessions.Get(ctx, ws, party, time.Now())
@@ -202,6 +204,7 @@ func (s *Stack) Gateway(cfg gateway.Config, verifier *agent.Verifier, ready func
 		Registry: s.Metrics, Gatherer: s.Metrics, Ready: ready,
 		Endpoints: s.Endpoints, DeadLetters: s.Push,
 		Holds: s.Holds, Releaser: s.Release, Health: s.Health,
+		Dashboard: s.dashboardReader(), // dashboard.go
 	}
 	deps.DeliveryRedeliverer, deps.EventRedeliverer = s.redeliverers() // redeliver.go
 	if s.GitHub != nil {

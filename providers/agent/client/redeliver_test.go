@@ -99,7 +99,7 @@ func TestRedeliverDelivery(t *testing.T) {
 	t.Parallel()
 	g := clienttest.Start(t)
 	ctx := ctxT(t, 30*time.Second)
-	body, err := os.ReadFile("../../../../shared/fixtures/github/octokit/pull_request/opened.payload.json")
+	body, err := os.ReadFile("../../../testdata/github/octokit/pull_request/opened.payload.json")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -10,7 +10,7 @@ import (
 	"github.com/wakegate/wakegate/providers/event"
 )
 
-// The shapes below are the gateway's answers (README "API"); fields a
+// The shapes below are the gateway's answers (docs/api.md); fields a
 // client does not act on are kept as raw JSON or left out.
 
 // PushResult answers a push: the events committed, with their journal

@@ -130,7 +130,7 @@ func journaled(t *testing.T, rdb redis.UniversalClient, j *journal.Journal) []*e
 // master), its closed_at, merged_at and updated_at moved to at.
 func closedFixture(t *testing.T, at time.Time) []byte {
 	t.Helper()
-	path := filepath.Join("..", "..", "..", "..", "shared", "fixtures", "github", "derived", "pull_request.closed.merged.json")
+	path := filepath.Join("..", "..", "..", "testdata", "github", "derived", "pull_request.closed.merged.json")
 	raw, err := os.ReadFile(path)
 	if err != nil {
 		t.Fatalf("the GitHub fixture is required: %v", err)
