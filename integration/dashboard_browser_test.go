@@ -95,7 +95,11 @@ func TestDashboardInBrowser(t *testing.T) {
 	}
 	r, _ := http.NewRequest(http.MethodPost, base+"/ui/login", strings.NewReader(url.Values{"token": {kid}}.Encode()))
 	r.Header.Set("Content-Type", "application/x-www-form-urlencoded")
-	if resp, err := noRedirect.Do(r); err != nil || resp.StatusCode != http.StatusForbidden || resp.Header.Get("Set-Cookie") != "" {
+	resp, err := noRedirect.Do(r)
+	if err == nil {
+		resp.Body.Close()
+	}
+	if err != nil || resp.StatusCode != http.StatusForbidden || resp.Header.Get("Set-Cookie") != "" {
 		t.Fatalf("an agent's token on the login form: %v %v", err, resp)
 	}
 

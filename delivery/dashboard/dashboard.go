@@ -9,6 +9,7 @@ package dashboard
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -216,7 +217,7 @@ func (r *Reader) Fleet(ctx context.Context, ws string, offset, limit int, blocke
 	for lo := 0; lo < len(ids); lo += edgesBatch {
 		edgesOf = append(edgesOf, r.d.Sup.QueueEdgesFor(ctx, pipe, ws, ids[lo:min(len(ids), lo+edgesBatch)]))
 	}
-	if _, err := pipe.Exec(ctx); err != nil && err != redis.Nil {
+	if _, err := pipe.Exec(ctx); err != nil && !errors.Is(err, redis.Nil) {
 		return nil, fmt.Errorf("dashboard fleet: %w", err)
 	}
 	edges := map[string][]supervision.Edge{}
