@@ -33,8 +33,11 @@ type RedeliveryRequest struct {
 // deliveryRedeliverer re-derives a stored raw delivery (package
 // workers/derive) and answers what it produced, as a JSON document. An
 // unknown or expired delivery is an error wrapping ingest.ErrNotFound.
+// DeliveryHooks lists the hook scopes a delivery is stored under, for a
+// redelivery by the GUID alone.
 type deliveryRedeliverer interface {
 	RedeliverDelivery(ctx context.Context, r RedeliveryRequest) (any, error)
+	DeliveryHooks(ctx context.Context, guid string) ([]string, error)
 }
 
 // eventRedeliverer delivers a journaled event again (package
@@ -65,9 +68,10 @@ func (s *Server) redeliverRoutes(admin *gin.RouterGroup) {
 
 // redeliverDelivery is POST /admin/deliveries/{guid}/redeliver[?hook=]:
 // 200 with what the re-derivation produced; 404 for a delivery not stored
-// (unknown, or expired with the retention) under the hook looked in —
-// ?hook= when given, else the configured GitHub App's id and "0" (a
-// delivery with no hook header); 422 for one that cannot be derived.
+// (unknown, or expired with the retention) under the hook named, or
+// without ?hook= under any; 409 listing the hooks when it is stored under
+// several (each App or webhook that received it keeps its own copy) and
+// none was named; 422 for one that cannot be derived.
 func (s *Server) redeliverDelivery(c *gin.Context) {
 	guid := c.Param("guid")
 	if !event.ValidID(guid) {
@@ -82,19 +86,30 @@ func (s *Server) redeliverDelivery(c *gin.Context) {
 		}
 		hooks = []string{h}
 	} else {
-		if s.cfg.AppID != "" {
-			hooks = append(hooks, s.cfg.AppID)
+		found, err := s.deps.DeliveryRedeliverer.DeliveryHooks(c.Request.Context(), guid)
+		if s.redeliveryFailed(c, "delivery redelivery", err) {
+			return
 		}
-		hooks = append(hooks, "0")
+		switch len(found) {
+		case 0:
+			abort(c, newProblem(http.StatusNotFound, "not-found",
+				fmt.Sprintf("no stored delivery %s under any hook: unknown, or expired with the retention", guid)))
+			return
+		case 1:
+			hooks = found
+		default:
+			p := newProblem(http.StatusConflict, "conflict", fmt.Sprintf("delivery %s is stored under hooks %s (each App or webhook that received it keeps its own): name one with ?hook=",
+				guid, strings.Join(found, ", ")))
+			p.Hooks = found
+			abort(c, p)
+			return
+		}
 	}
 	out, err := s.deps.DeliveryRedeliverer.RedeliverDelivery(c.Request.Context(), RedeliveryRequest{
 		GUID: guid, Hooks: hooks, By: claimsOf(c).Subject, RequestID: c.GetString(requestIDKey)})
 	if errors.Is(err, ingest.ErrNotFound) {
-		detail := fmt.Sprintf("no stored delivery %s under hook %s: unknown, or expired with the retention", guid, strings.Join(hooks, " or "))
-		if _, ok := c.GetQuery("hook"); !ok {
-			detail += "; a delivery through a repository or organization webhook is kept under its X-GitHub-Hook-Installation-Target-ID: name it with ?hook="
-		}
-		abort(c, newProblem(http.StatusNotFound, "not-found", detail))
+		abort(c, newProblem(http.StatusNotFound, "not-found",
+			fmt.Sprintf("no stored delivery %s under hook %s: unknown, or expired with the retention", guid, strings.Join(hooks, " or "))))
 		return
 	}
 	if s.redeliveryFailed(c, "delivery redelivery", err) {

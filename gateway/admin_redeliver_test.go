@@ -128,7 +128,11 @@ func (e *rdEnv) refused(status int, method, path, tok string) string {
 }
 
 // webhook commits a signed GitHub delivery (no hook header: scope "0").
-func (e *rdEnv) webhook(eventType, guid string, body []byte) {
+func (e *rdEnv) webhook(eventType, guid string, body []byte) { e.webhookOf(eventType, guid, "", body) }
+
+// webhookOf commits a signed GitHub delivery through the webhook hook (its
+// X-GitHub-Hook-ID; "" sends none).
+func (e *rdEnv) webhookOf(eventType, guid, hook string, body []byte) {
 	e.t.Helper()
 	mac := hmac.New(sha256.New, []byte(rdWebhookSecret))
 	mac.Write(body)
@@ -136,6 +140,9 @@ func (e *rdEnv) webhook(eventType, guid string, body []byte) {
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("X-GitHub-Event", eventType)
 	req.Header.Set("X-GitHub-Delivery", guid)
+	if hook != "" {
+		req.Header.Set("X-GitHub-Hook-ID", hook)
+	}
 	req.Header.Set("X-Hub-Signature-256", "sha256="+hex.EncodeToString(mac.Sum(nil)))
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
@@ -308,8 +315,8 @@ func TestRedeliverDelivery(t *testing.T) {
 	}
 
 	// Unknown, expired or under another hook: 404. Bad input: 400.
-	if d := e.refused(http.StatusNotFound, http.MethodPost, "/admin/deliveries/"+randomID("nope-")+"/redeliver", op); !strings.Contains(d, "?hook=") {
-		t.Fatalf("404 detail %q does not say how to name the hook", d)
+	if d := e.refused(http.StatusNotFound, http.MethodPost, "/admin/deliveries/"+randomID("nope-")+"/redeliver", op); !strings.Contains(d, "under any hook") {
+		t.Fatalf("404 detail %q does not say no hook holds it", d)
 	}
 	e.refused(http.StatusNotFound, http.MethodPost, path+"?hook=4242", op) // kept under "0" (no hook header)
 	var underZero deliveryAnswer
@@ -319,6 +326,51 @@ func TestRedeliverDelivery(t *testing.T) {
 	e.refused(http.StatusBadRequest, http.MethodPost, path+"?hook=abc", op)
 	e.refused(http.StatusForbidden, http.MethodPost, path, opToken(t, "human:alice", "admin"))
 	e.refused(http.StatusUnauthorized, http.MethodPost, path, "")
+}
+
+// TestRedeliverByGUID: without ?hook= a delivery is found under whichever
+// hook scope holds it (a repository webhook's, here): one → redelivered;
+// several → 409 listing them; none → 404.
+func TestRedeliverByGUID(t *testing.T) {
+	e := newRedeliverEnv(t, false)
+	body, err := os.ReadFile("../testdata/github/octokit/pull_request/opened.payload.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	op := opToken(t, "human:ops", "operator")
+	source := event.GitHubSource("Codertocat/Hello-World")
+
+	repoHook := randomID("rd-repo-")
+	e.webhookOf("pull_request", repoHook, "98765", body)
+	var one deliveryAnswer
+	e.ok(http.StatusOK, http.MethodPost, "/admin/deliveries/"+repoHook+"/redeliver", op, "", nil, &one)
+	if one.Status != "derived" || one.GUID != repoHook || len(e.find(source, repoHook)) != 1 {
+		t.Fatalf("redelivery of a repository webhook's delivery by GUID: %+v", one)
+	}
+
+	shared := randomID("rd-both-")
+	// Each copy differs by a byte: the same body for the same repository
+	// is deduplicated whatever its GUID.
+	e.webhookOf("pull_request", shared, "111", append(append([]byte(nil), body...), '\n'))
+	e.webhookOf("pull_request", shared, "222", append(append([]byte(nil), body...), '\n', '\n'))
+	status, _, b := e.do(http.MethodPost, "/admin/deliveries/"+shared+"/redeliver", op, "", nil)
+	var prob struct {
+		Detail string   `json:"detail"`
+		Hooks  []string `json:"hooks"`
+	}
+	_ = json.Unmarshal(b, &prob)
+	if status != http.StatusConflict || strings.Join(prob.Hooks, ",") != "111,222" || !strings.Contains(prob.Detail, "111, 222") {
+		t.Fatalf("a GUID under two hooks: %d %s, want 409 listing 111 and 222", status, b)
+	}
+	if got := e.find(source, shared); len(got) != 0 {
+		t.Fatalf("a 409 derived %d events", len(got))
+	}
+	var named deliveryAnswer
+	e.ok(http.StatusOK, http.MethodPost, "/admin/deliveries/"+shared+"/redeliver?hook=222", op, "", nil, &named)
+	if len(e.find(source, shared)) != 1 {
+		t.Fatalf("?hook=222: %+v", named)
+	}
+	e.refused(http.StatusNotFound, http.MethodPost, "/admin/deliveries/"+randomID("rd-none-")+"/redeliver", op)
 }
 
 type delivered struct {

@@ -196,6 +196,12 @@ func TestEndpointsAPI(t *testing.T) {
 			t.Fatalf("%s: %s", u, a.raw)
 		}
 	}
+	// A name's refusal never says what it resolved to: no oracle of
+	// internal DNS for an inbox token.
+	if a := put(`{"url": "https://internal.example/hook"}`); strings.Contains(a.raw, "127.0.0.1") ||
+		!strings.Contains(a.str("detail"), "internal.example resolves to a refused address class") {
+		t.Fatalf("refusal of a name resolving to loopback: %s", a.raw)
+	}
 	if a := e.do(http.MethodGet, path, tws, "session:a", "inbox", ""); a.str("url") != "https://hooks.example/b" {
 		t.Fatalf("a refused PUT changed the endpoint: %s", a.raw)
 	}

@@ -27,34 +27,66 @@ const maxPushBody = 1 << 20
 // pushEvents is POST /v1/events (DESIGN §4).
 func (s *Server) pushEvents(c *gin.Context) {
 	claims := claimsOf(c)
-	switch mt := mediaType(c); mt {
-	case "application/json", "application/cloudevents+json", "application/cloudevents-batch+json":
-	default:
-		abort(c, newProblem(http.StatusUnsupportedMediaType, "unsupported-media",
-			"content type must be application/cloudevents+json, application/cloudevents-batch+json or application/json"))
-		return
+	mt := mediaType(c)
+	bin := agent.IsBinary(c.Request.Header, mt)
+	if !bin {
+		switch mt {
+		case "application/json", "application/cloudevents+json", "application/cloudevents-batch+json":
+		default:
+			abort(c, newProblem(http.StatusUnsupportedMediaType, "unsupported-media",
+				"content type must be application/cloudevents+json, application/cloudevents-batch+json or application/json (structured mode), or the request must carry a ce-specversion header (binary mode, Content-Type the data's)"))
+			return
+		}
 	}
 	body, release := s.readBody(c, maxPushBody)
 	if body == nil {
 		return
 	}
 	defer release()
-	raw, _, err := agent.Decode(body)
+	var raw []json.RawMessage
+	var err error
+	if bin {
+		var one json.RawMessage
+		if one, err = agent.FromBinary(c.Request.Header, body); err == nil {
+			raw = []json.RawMessage{one}
+		}
+	} else {
+		raw, _, err = agent.Decode(body)
+	}
 	if err != nil {
-		abort(c, problemFor(err)) // malformed (400), or too many (413)
+		status, typ := http.StatusBadRequest, "malformed"
+		switch {
+		case errors.Is(err, agent.ErrTooMany):
+			status, typ = http.StatusRequestEntityTooLarge, "too-large"
+		case errors.Is(err, agent.ErrInvalid): // data nesting too deep
+			status, typ = http.StatusUnprocessableEntity, "invalid-events"
+		}
+		abort(c, newProblem(status, typ, err.Error()+structuredHint(c, bin, mt)))
+		return
+	}
+	if len(raw) == 0 { // an empty batch: valid, nothing to accept
+		c.JSON(http.StatusAccepted, gin.H{"accepted": []any{}, "duplicates": []string{}})
 		return
 	}
 	now := s.cfg.Now()
-	if wait, ok := s.limiter.allow(claims.Workspace, tokenKey(claims), len(raw), now); !ok {
+	if wait, ok := s.allow(c.Request.Context(), claims.Workspace, tokenKey(claims), len(raw)); !ok {
 		p := newProblem(http.StatusTooManyRequests, "rate-limited", "ingest rate limit reached for this workspace or token")
 		p.retryAfter = wait
 		abort(c, p)
 		return
 	}
-	prepared, errs := agent.Prepare(claims, raw, now)
+	var prepared []*agent.Prepared
+	var errs []*agent.EventError
+	if bin {
+		prepared, errs = agent.PrepareBinary(claims, raw[0], now)
+	} else {
+		prepared, errs = agent.Prepare(claims, raw, now)
+	}
 	if len(errs) > 0 {
 		s.metrics.pushed.WithLabelValues("refused").Add(float64(len(raw)))
-		abort(c, eventsProblem(errs))
+		p := eventsProblem(errs)
+		p.Detail += structuredHint(c, bin, mt)
+		abort(c, p)
 		return
 	}
 	ctx, cancel := s.commitContext(c)
@@ -66,11 +98,6 @@ func (s *Server) pushEvents(c *gin.Context) {
 	}
 	results, err := s.deps.Ingest.CommitEvents(ctx, claims.Workspace, string(claims.Party()), items, now)
 	if err != nil {
-		if errors.Is(err, ingest.ErrCrossSlot) {
-			abort(c, newProblem(http.StatusUnprocessableEntity, "invalid-events",
-				"on Redis Cluster a batch must be about one session's shard; split it"))
-			return
-		}
 		s.fail(c, "events", err)
 		return
 	}
@@ -96,6 +123,16 @@ func (s *Server) pushEvents(c *gin.Context) {
 		status = http.StatusOK
 	}
 	c.JSON(status, out)
+}
+
+// structuredHint explains a refused structured-mode request that also
+// carries ce-* headers: its Content-Type made it structured, so the event
+// was read from the body and the headers were not.
+func structuredHint(c *gin.Context, bin bool, mt string) string {
+	if bin || c.GetHeader("Ce-Specversion") == "" {
+		return ""
+	}
+	return fmt.Sprintf(" (Content-Type %s makes this a structured-mode request: the event is the JSON body and ce-* headers are not read; for binary mode send the data's own Content-Type)", mt)
 }
 
 // tokenKey names a token for its rate limit: its id, else its party and
@@ -327,9 +364,9 @@ func waitParam(c *gin.Context) (time.Duration, *problem) {
 	return d, nil
 }
 
-// childToken is POST /v1/sessions/{child}/token: a token for a child
-// session, scopes a subset of the caller's, lifetime at most the caller's;
-// a session caller is recorded as the child's parent.
+// childToken is POST /v1/sessions/{child}/token: a token for a new child
+// session, or one in the caller's own subtree; scopes a subset of the
+// caller's, lifetime at most the caller's (docs/design.md §4).
 func (s *Server) childToken(c *gin.Context) {
 	claims := claimsOf(c)
 	if s.cfg.TokenSecret == nil {
@@ -380,23 +417,29 @@ func (s *Server) childToken(c *gin.Context) {
 	}
 	ctx, cancel := s.commitContext(c)
 	defer cancel()
-	parent := claims.Party().Session()
-	if parent != "" {
-		err := s.deps.Sessions.SetParent(ctx, claims.Workspace, child, parent, now)
-		if errors.Is(err, sessions.ErrCycle) {
-			abort(c, newProblem(http.StatusUnprocessableEntity, "invalid-events", err.Error()))
-			return
-		}
-		if err == nil && s.deps.Sup != nil { // the spawner controls its child unless one is set
-			err = s.deps.Sup.SetDefaultController(ctx, claims.Workspace, child, parent)
-		}
-		if err != nil {
+	// The route creates a new session as the caller's child, or re-issues
+	// within the caller's own subtree; it never rewrites a parent or a
+	// lease (docs/design.md §4).
+	res, err := s.deps.Sessions.Mint(ctx, claims.Workspace, child, claims.Party(), now)
+	if errors.Is(err, sessions.ErrNotInSubtree) {
+		abort(c, newProblem(http.StatusForbidden, "forbidden",
+			"session "+child+" exists and is not in the caller's subtree: a token is minted for a new session or re-issued by its parent, minter or an ancestor"))
+		return
+	}
+	if err != nil {
+		s.fail(c, "parent", err)
+		return
+	}
+	parent := res.Parent
+	if res.Created && parent != "" && s.deps.Sup != nil { // the spawner controls its new child unless one is set
+		if err := s.deps.Sup.SetDefaultController(ctx, claims.Workspace, child, parent); err != nil {
 			s.fail(c, "parent", err)
 			return
 		}
 	}
 	cl := agent.Claims{Workspace: claims.Workspace, Scope: strings.Join(scopes, " ")}
 	cl.Subject = "session:" + child
+	cl.Issuer = s.cfg.TokenIssuer
 	cl.ExpiresAt = jwtTime(exp)
 	cl.IssuedAt = jwtTime(now)
 	tok, err := agent.Mint(s.cfg.TokenSecret, cl)

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"slices"
 	"strconv"
 	"time"
 
@@ -57,6 +58,10 @@ type inboxQuery struct {
 	hasAfter         bool
 	limit            int
 	wait             time.Duration
+	// minPriority, when set, is an explicit waiter's interest (DESIGN
+	// §12, `wakegate wait`): a long-poll also ends on an entry after the
+	// cursor at this priority or above, whatever its update decided.
+	minPriority event.Priority
 }
 
 func (s *Server) inboxQuery(c *gin.Context) (inboxQuery, *problem) {
@@ -75,12 +80,20 @@ func (s *Server) inboxQuery(c *gin.Context) (inboxQuery, *problem) {
 	if q.limit, p = intParam(c, "limit", inbox.DefaultLimit, 1, inbox.MaxLimit); p != nil {
 		return q, p
 	}
+	if v := c.Query("min_priority"); v != "" {
+		q.minPriority = event.Priority(v)
+		if q.minPriority.Rank() < 0 {
+			return q, newProblem(http.StatusBadRequest, "malformed", "min_priority must be info, attention or critical")
+		}
+	}
 	q.wait, p = waitParam(c)
 	return q, p
 }
 
 // getInbox is GET /v1/inbox: the unacked entries (after a seq), waiting up
 // to wait for one that decides a wake; an info fold never ends the wait.
+// With min_priority the wait also ends on any entry at that priority or
+// above (an explicit waiter's interest), attended or not.
 func (s *Server) getInbox(c *gin.Context) {
 	q, p := s.inboxQuery(c)
 	if p != nil {
@@ -136,6 +149,13 @@ func (s *Server) longPoll(c *gin.Context, q inboxQuery) ([]inbox.Entry, int64, e
 		if err != nil || woke {
 			stop()
 			return entries, next, err
+		}
+		if q.minPriority != "" {
+			entries, next, err = s.deps.Inbox.List(ctx, q.workspace, q.party, q.after, q.hasAfter, q.limit)
+			if err != nil || slices.ContainsFunc(entries, func(e inbox.Entry) bool { return e.Priority.Rank() >= q.minPriority.Rank() }) {
+				stop()
+				return entries, next, err
+			}
 		}
 		remaining := time.Until(deadline)
 		if remaining <= 0 || s.isStopping() {

@@ -1,13 +1,11 @@
 package gateway
 
 import (
+	"context"
 	"fmt"
 	"strconv"
 	"strings"
-	"sync"
 	"time"
-
-	"golang.org/x/time/rate"
 )
 
 // Limits are the ingest rate limits (WAKEGATE_INGEST_LIMITS), events per
@@ -49,71 +47,24 @@ func ParseLimits(spec string) (Limits, error) {
 	return l, nil
 }
 
-// limiter holds a token bucket per workspace and per token. Buckets live
-// in this process: N gateways admit up to N times the limit, which keeps
-// one tenant's flood from starving another without a Redis round trip.
-type limiter struct {
-	limits Limits
-	mu     sync.Mutex
-	ws     map[string]*rate.Limiter
-	tok    map[string]*rate.Limiter
+// ingestLimiter takes a request's events from the ingest limits of its
+// workspace and token (package delivery/ratelimit: in Redis, one limit for
+// every gateway of the deployment).
+type ingestLimiter interface {
+	Allow(ctx context.Context, workspace, token string, n int) (wait time.Duration, ok bool, err error)
 }
 
-func newLimiter(l Limits) *limiter {
-	return &limiter{limits: l, ws: map[string]*rate.Limiter{}, tok: map[string]*rate.Limiter{}}
-}
-
-// allow takes n events from both buckets, or says how long to wait.
-func (l *limiter) allow(workspace, token string, n int, now time.Time) (time.Duration, bool) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	w := bucket(l.ws, workspace, l.limits.Workspace)
-	t := bucket(l.tok, token, l.limits.Token)
-	rw := reserve(w, n, now)
-	rt := reserve(t, n, now)
-	wait := max(delay(rw, now), delay(rt, now))
-	if wait > 0 {
-		for _, r := range []*rate.Reservation{rw, rt} {
-			if r != nil {
-				r.CancelAt(now)
-			}
-		}
-		if wait < time.Second {
-			wait = time.Second
-		}
-		return wait, false
+// allow takes n events from the ingest limits, or says how long to wait.
+// A limiter that cannot answer admits (the commit that follows reports
+// Redis's trouble itself).
+func (s *Server) allow(ctx context.Context, workspace, token string, n int) (time.Duration, bool) {
+	if s.deps.Limiter == nil {
+		return 0, true
 	}
-	return 0, true
-}
-
-func bucket(m map[string]*rate.Limiter, key string, r float64) *rate.Limiter {
-	if r <= 0 {
-		return nil
+	wait, ok, err := s.deps.Limiter.Allow(ctx, workspace, token, n)
+	if err != nil {
+		s.log.Warn("ingest rate limit unavailable: admitted", "workspace", workspace, "err", err)
+		return 0, true
 	}
-	b, ok := m[key]
-	if !ok {
-		if len(m) > 100_000 { // bounded: a forgotten bucket is a full one
-			clear(m)
-		}
-		b = rate.NewLimiter(rate.Limit(r), int(2*r)+1)
-		m[key] = b
-	}
-	return b
-}
-
-func reserve(b *rate.Limiter, n int, now time.Time) *rate.Reservation {
-	if b == nil {
-		return nil
-	}
-	return b.ReserveN(now, n)
-}
-
-func delay(r *rate.Reservation, now time.Time) time.Duration {
-	if r == nil {
-		return 0
-	}
-	if !r.OK() {
-		return time.Minute
-	}
-	return r.DelayFrom(now)
+	return wait, ok
 }

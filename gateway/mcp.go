@@ -267,9 +267,13 @@ func textResult(lines ...string) *mcp.CallToolResult {
 }
 
 // schemaOptions infer schemas of the REST answers: a json.RawMessage (a
-// CloudEvent, its data, settings) is any JSON value, not bytes.
+// CloudEvent, its data, settings) is any JSON value, not bytes; an event
+// is a CloudEvent in the JSON format, whose extension attributes are its
+// own (docs/design.md §2), not a closed set of fields.
 var schemaOptions = &jsonschema.ForOptions{TypeSchemas: map[reflect.Type]*jsonschema.Schema{
 	reflect.TypeFor[json.RawMessage](): {},
+	reflect.TypeFor[event.Event](): {Type: "object", Description: "a CloudEvent 1.0 in the JSON format",
+		Required: []string{"specversion", "id", "source", "type"}},
 }}
 
 func mustSchema[T any]() *jsonschema.Schema {
@@ -314,7 +318,7 @@ func (t *mcpTools) register(srv *mcp.Server) {
 		Description: "Delete one of your subscriptions by its id."},
 		t.unsubscribe)
 	addTool(srv, &mcp.Tool{Name: "subscription_list", Annotations: readOnly(),
-		Description: "List your live subscriptions."},
+		Description: "List your live subscriptions, a page at a time (after = the next of the previous page)."},
 		t.subscriptionList)
 	addTool(srv, &mcp.Tool{Name: "supervise", Annotations: writes(true),
 		Description: "Take a session's controller lease (or observe it), for it alone or its subtree; a lease another party holds is refused naming the holder unless takeover."},
@@ -540,14 +544,31 @@ func (t *mcpTools) unsubscribe(ctx context.Context, req *mcp.CallToolRequest, in
 
 type subscriptionList struct {
 	Subscriptions []subscriptions.Subscription `json:"subscriptions"`
+	Next          string                       `json:"next"`
 }
 
-func (t *mcpTools) subscriptionList(ctx context.Context, req *mcp.CallToolRequest, _ struct{}) (*mcp.CallToolResult, subscriptionList, error) {
+type subscriptionListInput struct {
+	After string `json:"after,omitempty" jsonschema:"the next of the previous page; omit for the first"`
+	Limit *int   `json:"limit,omitempty" jsonschema:"at most this many subscriptions (default 100, at most 1000)"`
+}
+
+func (t *mcpTools) subscriptionList(ctx context.Context, req *mcp.CallToolRequest, in subscriptionListInput) (*mcp.CallToolResult, subscriptionList, error) {
+	q := url.Values{}
+	if in.After != "" {
+		q.Set("after", in.After)
+	}
+	if in.Limit != nil {
+		q.Set("limit", strconv.Itoa(*in.Limit))
+	}
 	var out subscriptionList
-	if err := t.rest(ctx, req, routeSubs, routeSubs.pattern, nil, &out); err != nil {
+	if err := t.rest(ctx, req, routeSubs, withQuery(routeSubs.pattern, q), nil, &out); err != nil {
 		return nil, out, err
 	}
-	lines := []string{fmt.Sprintf("%d subscriptions", len(out.Subscriptions))}
+	head := fmt.Sprintf("%d subscriptions", len(out.Subscriptions))
+	if out.Next != "" {
+		head += "; more after " + out.Next
+	}
+	lines := []string{head}
 	for _, s := range out.Subscriptions {
 		lines = append(lines, subscriptionLine(s))
 	}
@@ -806,11 +827,44 @@ func (t *mcpTools) health(ctx context.Context, req *mcp.CallToolRequest, _ struc
 	if err := t.rest(ctx, req, routeHealth, routeHealth.pattern, nil, &out); err != nil {
 		return nil, nil, err
 	}
-	b, err := json.Marshal(out)
-	if err != nil {
-		return nil, nil, err
+	return textResult(healthText(out)...), out, nil
+}
+
+// healthText is a health report as a few lines a person reads: the
+// verdict, then each invariant that does not hold with its count (the
+// report itself is the structured content).
+func healthText(report map[string]any) []string {
+	b, _ := json.Marshal(report)
+	var r struct {
+		Workspace  string `json:"workspace"`
+		OK         bool   `json:"ok"`
+		Behind     bool   `json:"behind"`
+		Invariants []struct {
+			ID    string `json:"id"`
+			Name  string `json:"name"`
+			OK    bool   `json:"ok"`
+			Count int64  `json:"count"`
+			Unit  string `json:"unit"`
+		} `json:"invariants"`
 	}
-	return textResult(string(b)), out, nil
+	if json.Unmarshal(b, &r) != nil {
+		return []string{"supervision health: see the structured content"}
+	}
+	var broken []string
+	for _, inv := range r.Invariants {
+		if !inv.OK {
+			broken = append(broken, fmt.Sprintf("- %s %s: %d %s", inv.ID, inv.Name, inv.Count, inv.Unit))
+		}
+	}
+	head := fmt.Sprintf("workspace %s: every supervision invariant holds", r.Workspace)
+	if !r.OK || len(broken) > 0 {
+		head = fmt.Sprintf("workspace %s: %d of %d supervision invariants do not hold", r.Workspace, len(broken), len(r.Invariants))
+	}
+	lines := append([]string{head}, broken...)
+	if r.Behind {
+		lines = append(lines, "(the check stopped at its bounds: counts may be short until the sweep catches up)")
+	}
+	return lines
 }
 
 // Quiet.

@@ -40,6 +40,7 @@ type mcpEnv struct {
 	t      *testing.T
 	url    string
 	routes gin.RoutesInfo
+	st     *stack.Stack
 }
 
 func newMCPEnv(t *testing.T) *mcpEnv {
@@ -67,7 +68,7 @@ func newMCPEnv(t *testing.T) *mcpEnv {
 		}
 	}()
 	waitUntil(t, "the gateway listens", func() bool { return gw.Addr() != "" })
-	return &mcpEnv{t: t, url: "http://" + gw.Addr(), routes: gw.Handler().(*gin.Engine).Routes()}
+	return &mcpEnv{t: t, url: "http://" + gw.Addr(), routes: gw.Handler().(*gin.Engine).Routes(), st: st}
 }
 
 func mcpGateway(t *testing.T, st *stack.Stack) *gateway.Server {
@@ -616,9 +617,13 @@ func TestMCPScopes(t *testing.T) {
 	}
 	admin := e.client(mcpToken(t, "default", "human:ops", "admin"))
 	var health map[string]any
-	ok(t, admin, "supervision_health", map[string]any{}, &health)
-	if len(health) == 0 {
-		t.Fatal("supervision_health answered nothing")
+	text := ok(t, admin, "supervision_health", map[string]any{}, &health)
+	if len(health) == 0 || health["invariants"] == nil {
+		t.Fatalf("supervision_health structured content %v, want the report", health)
+	}
+	// The text is a short summary a person reads, not the report's JSON.
+	if strings.HasPrefix(strings.TrimSpace(text), "{") || !strings.HasPrefix(text, "workspace default: ") || len(strings.Split(text, "\n")) > 10 {
+		t.Fatalf("supervision_health text %q, want a short summary", text)
 	}
 }
 

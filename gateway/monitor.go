@@ -115,10 +115,11 @@ func (s *Server) monitorAuth(c *gin.Context) {
 		}
 		return
 	}
-	if _, pass, ok := c.Request.BasicAuth(); ok && len(s.cfg.OperatorPassword) > 0 {
-		// Compare digests: constant time whatever the lengths.
+	if user, pass, ok := c.Request.BasicAuth(); ok && len(s.cfg.OperatorPassword) > 0 {
+		// The user is operator (docs/design.md §10). Compare digests:
+		// constant time whatever the lengths.
 		got, want := sha256.Sum256([]byte(pass)), sha256.Sum256(s.cfg.OperatorPassword)
-		if subtle.ConstantTimeCompare(got[:], want[:]) == 1 {
+		if subtle.ConstantTimeCompare(got[:], want[:])&subtle.ConstantTimeCompare([]byte(user), []byte("operator")) == 1 {
 			c.Next()
 			return
 		}

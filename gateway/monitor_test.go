@@ -135,7 +135,7 @@ func TestMonitor(t *testing.T) {
 	}
 	for name, set := range map[string]func(*http.Request){
 		"operator token":    bearer(operator),
-		"operator password": func(r *http.Request) { r.SetBasicAuth("ops", opPassword) },
+		"operator password": func(r *http.Request) { r.SetBasicAuth("operator", opPassword) },
 	} {
 		status, h, body := request(t, http.MethodGet, url+"/monitor/", set)
 		if status != http.StatusOK || !strings.Contains(h.Get("Content-Type"), "text/html") || !strings.Contains(body, "<html") {
@@ -151,5 +151,18 @@ func TestMonitor(t *testing.T) {
 	status, _, _ = request(t, http.MethodDelete, url+"/monitor/api/queues/wg:push", bearer(operator))
 	if status < 400 {
 		t.Fatalf("DELETE a queue through the read-only monitor: %d", status)
+	}
+}
+
+// Basic auth on the monitor is user operator and the operator password
+// (docs/design.md §10): the right password under another user name is
+// refused.
+func TestMonitorBasicUserIsOperator(t *testing.T) {
+	url, _ := operatorEnv(t)
+	for user, want := range map[string]int{"operator": http.StatusOK, "ops": http.StatusUnauthorized,
+		"": http.StatusUnauthorized, "Operator": http.StatusUnauthorized} {
+		if status, _, body := request(t, http.MethodGet, url+"/monitor/", func(r *http.Request) { r.SetBasicAuth(user, opPassword) }); status != want {
+			t.Errorf("user %q with the operator password: %d %.200s, want %d", user, status, body, want)
+		}
 	}
 }

@@ -25,6 +25,9 @@ type problem struct {
 	Errors   any    `json:"errors,omitempty"`
 	Holder   string `json:"holder,omitempty"`
 	Epoch    int64  `json:"epoch,omitempty"` // a controller lease's fencing epoch, with holder
+	// Hooks are the hook scopes a delivery is stored under, when a
+	// redelivery by GUID alone finds several.
+	Hooks []string `json:"hooks,omitempty"`
 
 	retryAfter time.Duration
 }
@@ -99,6 +102,8 @@ func problemFor(err error) *problem {
 		return newProblem(http.StatusForbidden, "forbidden", err.Error())
 	case errors.Is(err, kind.TooLarge):
 		return newProblem(http.StatusRequestEntityTooLarge, "too-large", err.Error())
+	case errors.Is(err, kind.Limit):
+		return newProblem(http.StatusUnprocessableEntity, "limit-reached", err.Error())
 	}
 	if errors.Is(err, context.DeadlineExceeded) {
 		// Redis may be healthy and this process overloaded: say both.

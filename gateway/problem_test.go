@@ -43,6 +43,7 @@ func TestProblemFor(t *testing.T) {
 		{supervision.ErrForbidden, 403, "forbidden", "takeover not allowed"},
 		{fmt.Errorf("release: %w", supervision.ErrNotFound), 404, "not-found", "release: no such edge"},
 		{agent.ErrTooMany, 413, "too-large", "too many"},
+		{fmt.Errorf("subscribe: %w", subscriptions.ErrLimit), 422, "limit-reached", "subscribe: subscription limit reached"},
 		{tracker.ErrLinkConflict, 409, "conflict", "pull request linked to another session"},
 		{errors.New("dial tcp: connection refused"), 503, "unavailable", "storage unavailable; retry"},
 		{fmt.Errorf("read: %w", context.DeadlineExceeded), 503, "unavailable",

@@ -42,9 +42,10 @@ type Config struct {
 	InflightBytes  int64         // bytes of bodies in flight before 503; default 256 MiB
 	Limits         Limits        // ingest rate limits
 	TokenSecret    []byte        // HS256 secret to mint child tokens; nil disables the route
+	TokenIssuer    string        // iss of minted child tokens: WAKEGATE_JWT_ISSUER, so the verifier accepts them
 	CommitTimeout  time.Duration // bound on a commit before 503; default 2.5s (GitHub gets an answer within 3s)
 	PresenceTTL    time.Duration // how long PUT /v1/presence attends without "for"; default 30m (WAKEGATE_PRESENCE_TTL)
-	// OperatorPassword opens /monitor/ with HTTP Basic (any user name),
+	// OperatorPassword opens /monitor/ with HTTP Basic (user operator),
 	// for a browser (WAKEGATE_OPERATOR_PASSWORD_FILE); empty: tokens only.
 	OperatorPassword []byte
 	Now              func() time.Time
@@ -71,6 +72,9 @@ type Deps struct {
 	Registry prometheus.Registerer
 	Gatherer prometheus.Gatherer
 	Ready    func() error // extra readiness checks (workers heartbeating); nil = none
+	// Limiter keeps the ingest rate limits (DESIGN §4) for the whole
+	// deployment; nil: unlimited.
+	Limiter ingestLimiter
 
 	// Endpoints are the push endpoints; nil serves no /v1/endpoints.
 	Endpoints endpointStore
@@ -110,7 +114,6 @@ type Server struct {
 	deps     Deps
 	log      *slog.Logger
 	metrics  *metrics
-	limiter  *limiter
 	notifier *fanout // journal appends, per workspace
 	inboxes  *fanout // inbox updates, per party
 	inflight atomic.Int64
@@ -160,7 +163,6 @@ func New(cfg Config, deps Deps) (*Server, error) {
 		deps:     deps,
 		log:      deps.Log.With("component", "gateway"),
 		metrics:  newMetrics(deps.Registry),
-		limiter:  newLimiter(cfg.Limits),
 		notifier: journalFanout(deps.Redis, deps.Journal.NotifyChannel(""), deps.Log),
 	}
 	if deps.Inbox != nil {

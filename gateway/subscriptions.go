@@ -128,15 +128,22 @@ func (s *Server) terminalEvent(ctx context.Context, ws string, end subscriptions
 	return e, nil
 }
 
-// listSubscriptions is GET /v1/subscriptions: the caller's live ones.
+// listSubscriptions is GET /v1/subscriptions?after=&limit=: a page of the
+// caller's live ones, oldest first, and the cursor of the next ("" at the
+// end).
 func (s *Server) listSubscriptions(c *gin.Context) {
 	claims := claimsOf(c)
-	subs, err := s.deps.Subs.List(c.Request.Context(), claims.Workspace, string(claims.Party()))
+	limit, p := intParam(c, "limit", 100, 1, 1000)
+	if p != nil {
+		abort(c, p)
+		return
+	}
+	subs, next, err := s.deps.Subs.Page(c.Request.Context(), claims.Workspace, string(claims.Party()), c.Query("after"), limit)
 	if err != nil {
 		s.fail(c, "subscription", err)
 		return
 	}
-	c.JSON(http.StatusOK, gin.H{"subscriptions": subs})
+	c.JSON(http.StatusOK, gin.H{"subscriptions": subs, "next": next})
 }
 
 // deleteSubscription is DELETE /v1/subscriptions/{id}: 404 unless it is

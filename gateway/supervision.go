@@ -240,7 +240,7 @@ func (s *Server) sendMessage(c *gin.Context) {
 		return
 	}
 	now := s.cfg.Now()
-	if wait, ok := s.limiter.allow(claims.Workspace, tokenKey(claims), 1, now); !ok {
+	if wait, ok := s.allow(c.Request.Context(), claims.Workspace, tokenKey(claims), 1); !ok {
 		p := newProblem(http.StatusTooManyRequests, "rate-limited", "rate limit reached for this workspace or token")
 		p.retryAfter = wait
 		abort(c, p)

@@ -45,14 +45,23 @@ type env struct {
 	sup   *supervision.Store
 	box   *inbox.Inbox
 	r     *route.Router
+
+	prefix string
 }
 
 func newEnv(t *testing.T) *env {
 	t.Helper()
+	return newEnvConfig(t, Config{})
+}
+
+// newEnvConfig is newEnv with a gateway configuration (its webhook
+// secrets are the test's).
+func newEnvConfig(t *testing.T, cfg Config) *env {
+	t.Helper()
 	rdb, prefix := redistest.New(t)
 	j := journal.New(rdb, journal.Config{Prefix: prefix, Shards: 4})
 	reg := sessions.New(rdb, j, time.Minute)
-	e := &env{t: t, ctx: context.Background(), rdb: rdb, j: j, reg: reg, store: ingest.New(rdb, j),
+	e := &env{t: t, ctx: context.Background(), rdb: rdb, j: j, reg: reg, store: ingest.New(rdb, j), prefix: prefix,
 		subs: subscriptions.New(rdb, prefix), box: inbox.New(rdb, inbox.Config{Prefix: prefix})}
 	e.sup = supervision.New(rdb, prefix, func(ctx context.Context, ws, party string) (bool, error) {
 		s, err := reg.Get(ctx, ws, party, time.Now())
@@ -63,7 +72,8 @@ func newEnv(t *testing.T) *env {
 	if err != nil {
 		t.Fatal(err)
 	}
-	s, err := New(Config{WebhookSecrets: [][]byte{[]byte(testSecret)}}, Deps{
+	cfg.WebhookSecrets = [][]byte{[]byte(testSecret)}
+	s, err := New(cfg, Deps{
 		Log: slog.New(slog.NewTextHandler(io.Discard, nil)), Redis: rdb, Journal: j, Ingest: e.store,
 		Sessions: reg, Linker: tracker.New(rdb, j, tracker.Config{}), Verifier: v,
 		Subs: e.subs, Sup: e.sup, Inbox: e.box,

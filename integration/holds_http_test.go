@@ -20,7 +20,8 @@ import (
 // every push it gets and answers 204.
 type hookLog struct {
 	mu    sync.Mutex
-	kinds []string // "kind type"
+	kinds []string        // "kind type"
+	ids   map[string]bool // every event id a push carried (its event, or its entry's folded ids)
 }
 
 func (h *hookLog) ServeHTTP(w http.ResponseWriter, r *http.Request) {
@@ -28,14 +29,31 @@ func (h *hookLog) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	var b struct {
 		Kind  string `json:"kind"`
 		Entry struct {
-			Type string `json:"type"`
+			Type      string   `json:"type"`
+			FoldedIDs []string `json:"folded_ids"`
 		} `json:"entry"`
+		Event struct {
+			ID string `json:"id"`
+		} `json:"event"`
 	}
 	_ = json.Unmarshal(body, &b)
 	h.mu.Lock()
 	h.kinds = append(h.kinds, b.Kind+" "+b.Entry.Type)
+	if h.ids == nil {
+		h.ids = map[string]bool{}
+	}
+	for _, id := range append(b.Entry.FoldedIDs, b.Event.ID) {
+		h.ids[id] = true
+	}
 	h.mu.Unlock()
 	w.WriteHeader(http.StatusNoContent)
+}
+
+// carried reports whether some push carried the event id.
+func (h *hookLog) carried(id string) bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.ids[id]
 }
 
 func (h *hookLog) got() []string {

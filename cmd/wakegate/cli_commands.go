@@ -567,7 +567,26 @@ func entryLine(e client.Entry, now time.Time) string {
 	if !e.LastAt.IsZero() {
 		s += ", " + age(e.LastAt, now) + " ago"
 	}
+	if m := entryMessageMarker(e); m != "" {
+		s += " [" + m + "]"
+	}
 	return s
+}
+
+// entryMessageMarker is the marker of a message.sent entry's message, which
+// a harness that injects the message as a prompt keeps in it, so the
+// prompt hook labels the turn with its sender (DESIGN §12); "" otherwise.
+func entryMessageMarker(e client.Entry) string {
+	if e.Event == nil || e.Event.Type != event.TypeMessageSent {
+		return ""
+	}
+	var d struct {
+		Source string `json:"source"`
+	}
+	if json.Unmarshal(e.Event.Data, &d) != nil || d.Source == "" {
+		return ""
+	}
+	return messageMarker(e.Event.ID, d.Source)
 }
 
 func describeSubscription(s client.Subscription) string {

@@ -18,9 +18,11 @@ Redelivery (scope operator):
                   (POST /admin/deliveries/{guid}/redeliver): derivations are
                   idempotent on fact ids, so only what is missing from the
                   journal is produced — a repair after a crash or a fixed
-                  bug. --hook names the scope it was stored under (its
-                  X-GitHub-Hook-Installation-Target-ID) when it did not
-                  come through the gateway's GitHub App.
+                  bug. It is found by the GUID GitHub shows, under
+                  whichever hook scope (the App, or a repository or
+                  organization webhook) holds it; when several do, the
+                  answer lists them and --hook names one (its
+                  X-GitHub-Hook-Installation-Target-ID).
   event ID        delivers a journaled event again
                   (POST /admin/events/{id}/redeliver), found by --source and
                   its id, to its recipients as the router resolves them now,
@@ -55,7 +57,7 @@ func runRedeliver(c *cli, args []string) error {
 func redeliverDelivery(c *cli, args []string) error {
 	fs := c.newFlags("redeliver", "wakegate redeliver delivery GUID [--hook ID] [--json]", redeliverAbout, "")
 	a := addAPIFlags(fs)
-	hook := fs.String("hook", "", "the hook scope it was stored under: its X-GitHub-Hook-Installation-Target-ID (default: the gateway's App, then none)")
+	hook := fs.String("hook", "", "the hook scope it was stored under: its X-GitHub-Hook-Installation-Target-ID (default: whichever holds it; needed only when several do)")
 	pos, err := parse(fs, args)
 	if err != nil {
 		return err

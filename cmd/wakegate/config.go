@@ -48,6 +48,7 @@ type config struct {
 
 	AllowPrivateEndpoints bool
 	OperatorPassword      string
+	MaxSubscriptions      int
 	PushRetry             []time.Duration
 }
 
@@ -89,7 +90,7 @@ func settings() []setting {
 		}},
 		{"WAKEGATE_JWT_HS256_SECRET", "", "HS256 secret agent tokens are signed with (and child tokens minted with)", true, str(func(c *config) *string { return &c.JWTSecret })},
 		{"WAKEGATE_JWT_PUBLIC_KEYS", "", "JWKS JSON or PEM public keys for RS256/ES256/EdDSA tokens", true, str(func(c *config) *string { return &c.JWTPublicKeys })},
-		{"WAKEGATE_OPERATOR_PASSWORD", "", "HTTP Basic password (any user name) that opens /monitor/ in a browser; usually WAKEGATE_OPERATOR_PASSWORD_FILE", true, str(func(c *config) *string { return &c.OperatorPassword })},
+		{"WAKEGATE_OPERATOR_PASSWORD", "", "HTTP Basic password (user operator) that opens /monitor/ in a browser; usually WAKEGATE_OPERATOR_PASSWORD_FILE", true, str(func(c *config) *string { return &c.OperatorPassword })},
 		{"WAKEGATE_JWT_ISSUER", "", "required iss of tokens, when set", false, str(func(c *config) *string { return &c.JWTIssuer })},
 		{"WAKEGATE_WORKSPACES", "*=default", "repository → workspace: org/repo=ws,org/*=ws2,*=default", false, str(func(c *config) *string { return &c.Workspaces })},
 		{"WAKEGATE_REQUIRED_CHECKS", "", "required checks without an App: org/repo=build,lint;org/*=test", false, str(func(c *config) *string { return &c.RequiredChecks })},
@@ -118,6 +119,14 @@ func settings() []setting {
 			if err != nil || c.Shards <= 0 || c.Shards > 1024 {
 				return fmt.Errorf("want an integer from 1 to 1024")
 			}
+			return nil
+		}},
+		{"WAKEGATE_MAX_SUBSCRIPTIONS", "1000", "live subscriptions one party may have (beyond: 422)", false, func(c *config, v string) error {
+			n, err := strconv.Atoi(v)
+			if err != nil || n <= 0 || n > 1_000_000 {
+				return fmt.Errorf("want an integer from 1 to 1000000")
+			}
+			c.MaxSubscriptions = n
 			return nil
 		}},
 		{"WAKEGATE_MAX_BODY", "25MB", "largest webhook body accepted (GitHub's own cap is 25 MB)", false, str(func(c *config) *string { return &c.MaxBody })},

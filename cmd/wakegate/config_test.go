@@ -90,3 +90,21 @@ func TestTokenCommand(t *testing.T) {
 		t.Fatal("token without --sub succeeded")
 	}
 }
+
+// With WAKEGATE_JWT_ISSUER set, `wakegate token` signs with that iss, so a
+// gateway that requires it accepts the token.
+func TestTokenCommandIssuer(t *testing.T) {
+	t.Setenv("WAKEGATE_JWT_HS256_SECRET", "k")
+	t.Setenv("WAKEGATE_JWT_ISSUER", "https://wakegate.example")
+	var out, errb bytes.Buffer
+	if code := run([]string{"token", "--sub", "session:abc"}, &out, &errb); code != 0 {
+		t.Fatalf("exit %d: %s", code, errb.String())
+	}
+	v, err := agent.NewVerifier(agent.VerifierConfig{HS256Secret: []byte("k"), Issuer: "https://wakegate.example"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := v.Verify(strings.TrimSpace(out.String())); err != nil {
+		t.Fatalf("a token of wakegate token with WAKEGATE_JWT_ISSUER set: %v", err)
+	}
+}

@@ -1304,3 +1304,36 @@ func hasSeries(mf *dto.MetricFamily, label, value string) bool {
 	}
 	return false
 }
+
+// TestAlertMetricsWithAppOff: with the GitHub App off, the App metrics the
+// alert rules read are registered at zero, every outcome a series, as with
+// the App on: a rule never meets an absent series.
+func TestAlertMetricsWithAppOff(t *testing.T) {
+	cfg := &config{RedisPrefix: "wg", Shards: 16, Workspaces: "*=default", WebhookSecrets: []string{"s"}, JWTSecret: "j",
+		IngestLimits: "workspace=5000/s,token=1000/s", MaxBody: "25MB"}
+	a := assemble(t, process{role: "serve", cfg: cfg})
+	mfs, err := a.reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[string][]string{
+		"wakegate_github_sweeps_total":            {"ok", "error", "busy"},
+		"wakegate_github_failed_deliveries_total": {"redeliver_failed"},
+		"wakegate_github_reconcile_ticks_total":   {"ok", "error"},
+	}
+	for _, mf := range mfs {
+		outcomes, ok := want[mf.GetName()]
+		if !ok {
+			continue
+		}
+		for _, o := range outcomes {
+			if !hasSeries(mf, "outcome", o) {
+				t.Errorf("%s has no outcome=%q series with the App off", mf.GetName(), o)
+			}
+		}
+		delete(want, mf.GetName())
+	}
+	for name := range want {
+		t.Errorf("%s is not registered with the App off", name)
+	}
+}

@@ -48,11 +48,21 @@ Harness events (Claude Code's hook names work too):
   session-start   SessionStart: session.spawned (source startup) or
                   session.resumed (resume, clear, compact); after a resume or
                   a compaction it prints the brief as additional context
-  prompt          UserPromptSubmit: session.turn_started and session.prompted
-                  (provenance human:<channel>), presence attended; prints the
-                  pending inbox entries once as additional context and acks them
+  prompt          UserPromptSubmit: session.turn_started and session.prompted,
+                  presence attended; prints the pending inbox entries once as
+                  additional context and acks them. Provenance: --source (the
+                  harness's marker) or $WAKEGATE_PROMPT_SOURCE; else the sender
+                  of a wakegate message the prompt carries ("wakegate message
+                  <id> from <party>", as wakegate inbox and wait print it);
+                  else human:<channel>. A prompt that is exactly "quiet" sets
+                  quiet for the session, "quiet off" lifts it and shows its
+                  digest: either is blocked from the model
   stop            Stop: session.turn_ended, data.idle true when no attention+
-                  entry waits unacked in the session's inbox
+                  entry waits unacked in the session's inbox. When some do, it
+                  blocks ({"decision":"block"}) naming each, one line each, and
+                  acks them — never when stop_hook_active is true, never when
+                  the gateway cannot be reached; --no-block or
+                  WAKEGATE_STOP_BLOCK=off turns blocking off
   notification    Notification: session.permission_requested (a permission
                   prompt) or session.awaiting_input (idle, elicitation)
   pr-opened REPO NUMBER
@@ -64,8 +74,8 @@ Harness events (Claude Code's hook names work too):
                   duplicate
 
 It reads the harness's hook JSON on stdin when there is one (session_id,
-hook_event_name, prompt, source, message, notification_type, tool_name,
-tool_input, tool_response). Output is
+hook_event_name, prompt, source, message, notification_type,
+stop_hook_active, tool_name, tool_input, tool_response). Output is
 Claude Code's {"hookSpecificOutput": {"hookEventName", "additionalContext"}},
 or the bare text with --format text.
 
@@ -101,11 +111,21 @@ type hookInput struct {
 	Message          string `json:"message"`
 	Title            string `json:"title"`
 	NotificationType string `json:"notification_type"` // permission_prompt | idle_prompt | …
+	StopHookActive   bool   `json:"stop_hook_active"`  // Stop: the turn already goes on because a stop hook blocked
 	// PostToolUse: the tool, what it was asked (Bash: command) and what it
 	// answered (Bash: stdout, stderr).
 	ToolName     string          `json:"tool_name"`
 	ToolInput    json.RawMessage `json:"tool_input"`
 	ToolResponse json.RawMessage `json:"tool_response"`
+}
+
+// hookDecision is Claude Code's answer that blocks: a Stop hook's keeps
+// the turn going with reason as the model's next instruction; a
+// UserPromptSubmit hook's keeps the prompt from the model and shows reason
+// to the person.
+type hookDecision struct {
+	Decision string `json:"decision"`
+	Reason   string `json:"reason"`
 }
 
 // hookOutput is Claude Code's hook answer that adds context for the model.
@@ -146,7 +166,14 @@ func runHook(args []string, stdin io.Reader, getenv func(string) string, stdout,
 	if errors.Is(err, flag.ErrHelp) {
 		return 0
 	}
-	if out != "" {
+	if h.block != "" {
+		if h.format == "text" {
+			fmt.Fprintln(stdout, h.block)
+		} else {
+			b, _ := json.Marshal(hookDecision{Decision: "block", Reason: h.block})
+			fmt.Fprintf(stdout, "%s\n", b)
+		}
+	} else if out != "" {
 		if h.format == "text" {
 			fmt.Fprintln(stdout, out)
 		} else {
@@ -177,6 +204,10 @@ type hook struct {
 	own     bool   // the token is the session's own: its inbox and presence are the session's
 	idBase  string
 	counter *hookCounter
+	// block, when set, is the reason of a {"decision": "block"} answer:
+	// stop keeps the turn going over unacked entries, prompt keeps a
+	// "quiet" from the model.
+	block string
 
 	mu   sync.Mutex
 	errs []string
@@ -210,6 +241,7 @@ func (h *hook) run(ctx context.Context, args []string, stdin io.Reader, stderr i
 	fs.StringVar(&h.format, "format", "claude", "output: claude (hookSpecificOutput JSON) or text")
 	parent := fs.String("parent", "", "session-start: the parent session (default $WAKEGATE_PARENT)")
 	labels := fs.String("labels", "", "session-start: comma-separated labels (default $WAKEGATE_LABELS)")
+	noBlock := fs.Bool("no-block", false, "stop: never block the turn's end (default $WAKEGATE_STOP_BLOCK=off)")
 	var pos []string
 	rest := args
 	for {
@@ -281,16 +313,31 @@ func (h *hook) run(ctx context.Context, args []string, stdin io.Reader, stderr i
 	case "session-start":
 		out = h.sessionStart(ctx, firstOf(*parent, h.getenv("WAKEGATE_PARENT")), firstOf(*labels, h.getenv("WAKEGATE_LABELS")))
 	case "prompt":
-		prov := *source
-		if prov == "" {
-			prov = "human:" + firstOf(*channel, h.getenv("WAKEGATE_CHANNEL"), "terminal")
+		prov := firstOf(*source, h.getenv("WAKEGATE_PROMPT_SOURCE"))
+		if prov != "" {
+			if _, err := event.ParseParty(prov); err != nil && !strings.HasPrefix(prov, "external:") {
+				return "", fmt.Errorf("provenance %q: want human:<channel>, session:<id> or external:<client>", prov)
+			}
 		}
-		if _, err := event.ParseParty(prov); err != nil && !strings.HasPrefix(prov, "external:") {
-			return "", fmt.Errorf("provenance %q: want human:<channel>, session:<id> or external:<client>", prov)
+		human := "human:" + firstOf(*channel, h.getenv("WAKEGATE_CHANNEL"), "terminal")
+		if _, err := event.ParseParty(human); err != nil {
+			return "", fmt.Errorf("channel: %w", err)
 		}
-		out = h.prompt(ctx, prov)
+		switch strings.TrimSpace(h.in.Prompt) {
+		case "quiet":
+			h.quiet(ctx, true, human)
+		case "quiet off":
+			h.quiet(ctx, false, human)
+		default:
+			out = h.prompt(ctx, prov, human)
+		}
 	case "stop":
-		h.stop(ctx)
+		block := !*noBlock
+		switch strings.ToLower(h.getenv("WAKEGATE_STOP_BLOCK")) {
+		case "off", "false", "0", "no":
+			block = false
+		}
+		h.stop(ctx, block)
 	case "notification":
 		h.notification(ctx)
 	case "post-tool-use":
@@ -450,7 +497,27 @@ func (h *hook) sessionStart(ctx context.Context, parent, labels string) string {
 	return capText(b.String())
 }
 
-func (h *hook) prompt(ctx context.Context, provenance string) string {
+// prompt reports a turn started by a prompt and hands the model what
+// waits in the session's inbox. Its provenance (DESIGN §12) is the
+// harness's marker (--source) when given; else the sender of the wakegate
+// message the prompt carries (its marker "wakegate message <id>", whose
+// entry in the session's inbox names the sender, or "… from <party>");
+// else the person at human.
+func (h *hook) prompt(ctx context.Context, marker, human string) string {
+	var page *client.InboxPage
+	if h.own {
+		var err error
+		if page, err = h.cl.Inbox(ctx, client.InboxQuery{Limit: 1000}); err != nil {
+			h.fail("inbox: %s", describe(err))
+		}
+	}
+	provenance := marker
+	if provenance == "" {
+		provenance = messageSender(h.in.Prompt, page)
+	}
+	if provenance == "" {
+		provenance = human
+	}
 	var wg sync.WaitGroup
 	var notices string
 	wg.Add(1)
@@ -466,11 +533,91 @@ func (h *hook) prompt(ctx context.Context, provenance string) string {
 			wg.Add(1)
 			go func() { defer wg.Done(); h.attend(ctx) }()
 		}
-		wg.Add(1)
-		go func() { defer wg.Done(); notices = h.notices(ctx) }()
+		if page != nil {
+			wg.Add(1)
+			go func() { defer wg.Done(); notices = h.handOver(ctx, page) }()
+		}
 	}
 	wg.Wait()
 	return notices
+}
+
+// messageMarkerRe finds a wakegate message in a prompt: "wakegate message
+// <id>", optionally "from <party>" (MessageMarker writes it).
+var messageMarkerRe = regexp.MustCompile(`wakegate message ([0-9a-f]{32})(?: from ((?:session|human):[A-Za-z0-9._-]{1,128}))?`)
+
+// MessageMarker is the text a harness puts in a prompt it injects for a
+// wakegate message, so the prompt hook labels the turn with its sender.
+func messageMarker(id, sender string) string {
+	return "wakegate message " + id + " from " + sender
+}
+
+// messageSender is the sender of the wakegate message a prompt carries:
+// from the message's entry in the session's inbox (coalesce key
+// message:<sender>:<id>) when it is there, else from the marker's own
+// "from"; "" when the prompt carries no marker.
+func messageSender(prompt string, page *client.InboxPage) string {
+	m := messageMarkerRe.FindStringSubmatch(prompt)
+	if m == nil {
+		return ""
+	}
+	if page != nil {
+		for _, e := range page.Entries {
+			if rest, ok := strings.CutPrefix(e.CoalesceKey, "message:"); ok && strings.HasSuffix(rest, ":"+m[1]) {
+				return strings.TrimSuffix(rest, ":"+m[1])
+			}
+		}
+	}
+	return m[2]
+}
+
+// quiet is a prompt that is exactly "quiet" (on) or "quiet off" (DESIGN
+// §12): it sets or lifts quiet for the session, keeps the prompt from the
+// model (a block) and shows the person what it did. The person is there,
+// so the session is attended too.
+func (h *hook) quiet(ctx context.Context, on bool, human string) {
+	scope := "self"
+	if !h.own {
+		scope = "session:" + h.session
+	}
+	var wg sync.WaitGroup
+	if h.own {
+		wg.Add(1)
+		go func() { defer wg.Done(); h.attend(ctx) }()
+	}
+	defer wg.Wait()
+	party := "session:" + h.session
+	if on {
+		if _, err := h.cl.QuietOn(ctx, client.QuietRequest{Scope: scope, Reason: "quiet typed by " + human}); err != nil {
+			h.fail("quiet: %s", describe(err))
+			h.block = "wakegate: quiet was NOT set for " + party + ": " + describe(err)
+			return
+		}
+		h.block = "wakegate: quiet on for " + party + ": its wakes and pushes are held in its inbox until you type `quiet off` (a worker's own waits still resume). Your prompt did not reach the model."
+		return
+	}
+	lifted, err := h.cl.QuietOff(ctx, scope)
+	switch {
+	case client.StatusOf(err) == 404:
+		h.block = "wakegate: quiet was not on for " + party + "; nothing to lift. Your prompt did not reach the model."
+		return
+	case err != nil:
+		h.fail("quiet off: %s", describe(err))
+		h.block = "wakegate: quiet was NOT lifted for " + party + ": " + describe(err)
+		return
+	}
+	var b strings.Builder
+	b.WriteString("wakegate: quiet lifted for " + party)
+	if len(lifted.Digests) == 0 {
+		b.WriteString("; it held nothing.")
+	} else {
+		b.WriteString(":")
+		for _, d := range lifted.Digests {
+			b.WriteString("\n" + d.Text)
+		}
+	}
+	b.WriteString("\nYour prompt did not reach the model.")
+	h.block = b.String()
 }
 
 // attend marks the session attended, keeping a PAUSED hold it has (a PUT
@@ -485,15 +632,10 @@ func (h *hook) attend(ctx context.Context) {
 	}
 }
 
-// notices reads what waits unacked in the session's inbox, renders it for
+// handOver renders what waits unacked in the session's inbox (page) for
 // the model and acks what it rendered, so each is handed over once. When
 // the ack fails the text is still handed over (it may come again).
-func (h *hook) notices(ctx context.Context) string {
-	page, err := h.cl.Inbox(ctx, client.InboxQuery{Limit: 1000})
-	if err != nil {
-		h.fail("inbox: %s", describe(err))
-		return ""
-	}
+func (h *hook) handOver(ctx context.Context, page *client.InboxPage) string {
 	text, through := renderNotices(page.Entries, "session:"+h.session, time.Now())
 	if through > 0 {
 		if _, err := h.cl.AckThrough(ctx, through); err != nil {
@@ -580,9 +722,13 @@ func capText(s string) string {
 
 // stop reports the end of a turn: idle when no attention+ entry waits
 // unacked in the session's inbox (an inbox it cannot read counts as
-// nothing waiting, and is reported).
-func (h *hook) stop(ctx context.Context) {
-	queued := 0
+// nothing waiting, and is reported). When such entries wait, block is on,
+// and the turn does not already go on because of a stop hook
+// (stop_hook_active), it does not let the turn end blind (DESIGN §12): it
+// blocks, naming each entry on a line, acks them (handed over once) and
+// reports no turn end — the turn goes on.
+func (h *hook) stop(ctx context.Context, block bool) {
+	var waiting []client.Entry
 	if h.own {
 		// A third of the budget at most: the turn_ended must still go out
 		// when the read hangs.
@@ -594,17 +740,48 @@ func (h *hook) stop(ctx context.Context) {
 		} else {
 			for _, e := range page.Entries {
 				if e.Priority.Rank() >= event.Attention.Rank() {
-					queued++
+					waiting = append(waiting, e)
 				}
 			}
 		}
 	}
+	if len(waiting) > 0 && block && !h.in.StopHookActive {
+		var named int
+		h.block, named = stopReason(waiting, "session:"+h.session, time.Now())
+		seqs := make([]int64, named)
+		for i, e := range waiting[:named] {
+			seqs[i] = e.Seq
+		}
+		if _, err := h.cl.AckSeqs(ctx, seqs...); err != nil {
+			h.fail("ack: %s", describe(err))
+		}
+		return
+	}
+	queued := len(waiting)
 	idle := queued == 0
 	summary := "turn ended; idle"
 	if !idle {
 		summary = fmt.Sprintf("turn ended; %d %s waiting", queued, plural(queued, "entry", "entries"))
 	}
 	h.push(ctx, h.event(event.TypeSessionTurnEnded, "", summary, map[string]any{"idle": idle, "queued": queued}))
+}
+
+// stopReason is a blocked stop's reason: each waiting entry on a line,
+// within maxContext; named is how many it names (the first ones).
+func stopReason(waiting []client.Entry, party string, now time.Time) (reason string, named int) {
+	var b strings.Builder
+	n := len(waiting)
+	fmt.Fprintf(&b, "wakegate: %d %s waiting for %s; deal with %s before ending the turn (now acknowledged):", n,
+		plural(n, "entry", "entries"), party, plural(n, "it", "them"))
+	for i, e := range waiting {
+		line := "\n- " + noticeLine(e, now)
+		if b.Len()+len(line) > maxContext-100 {
+			fmt.Fprintf(&b, "\n… and %d more: `wakegate inbox` lists them.", n-i)
+			return b.String(), i
+		}
+		b.WriteString(line)
+	}
+	return b.String(), n
 }
 
 // notification reports that the session waits on a person: a permission

@@ -305,7 +305,7 @@ func TestHookStopWakesTheParentsWait(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitEntries(t, apiClient(t, g.URL, kid), 1)
-	if code, _, errs := runHookT(t, g.URL, kid, "", "stop"); code != 0 || errs != "" {
+	if code, _, errs := runHookT(t, g.URL, kid, "", "stop", "WAKEGATE_STOP_BLOCK=off"); code != 0 || errs != "" {
 		t.Fatalf("second stop: %d %q", code, errs)
 	}
 	e := journal(t, g)["hook/kid2/stop/2"]
@@ -438,7 +438,7 @@ func TestHookIDsAreIdempotent(t *testing.T) {
 		t.Fatalf("stop with the gateway down: %d %q", code, errs)
 	}
 	for range 2 {
-		if code, _, errs := runHookT(t, g.URL, kid, "", "stop"); code != 0 || errs != "" {
+		if code, _, errs := runHookT(t, g.URL, kid, "", "stop", "WAKEGATE_STOP_BLOCK=off"); code != 0 || errs != "" {
 			t.Fatalf("stop: %d %q", code, errs)
 		}
 	}

@@ -88,6 +88,7 @@ func runService(ctx context.Context, role string, args []string, stdout, stderr 
 		PushRetry: cfg.PushRetry, AllowPrivateEndpoints: cfg.AllowPrivateEndpoints,
 		Workspaces: cfg.Workspaces, GitHubApp: cfg.gitHubApp(),
 		MaxTurn: cfg.MaxTurn, PRStuckAfter: cfg.PRStuckAfter, HealthEvery: cfg.HealthEvery,
+		MaxSubscriptions: cfg.MaxSubscriptions,
 	}, log, reg)
 	if err != nil {
 		return err
@@ -153,7 +154,7 @@ func buildGateway(cfg *config, st *stack.Stack, ready func() error) (*gateway.Se
 	}
 	return st.Gateway(gateway.Config{
 		Addr: cfg.Addr, WebhookSecrets: secrets, AppID: cfg.GitHubAppID, Workspaces: workspaces,
-		MaxBody: maxBody, Limits: limits, TokenSecret: tokenSecret, PresenceTTL: cfg.PresenceTTL,
+		MaxBody: maxBody, Limits: limits, TokenSecret: tokenSecret, TokenIssuer: cfg.JWTIssuer, PresenceTTL: cfg.PresenceTTL,
 		OperatorPassword: []byte(cfg.OperatorPassword),
 	}, verifier, ready)
 }
@@ -242,13 +243,13 @@ func generateSecrets(cfg *config, stdout io.Writer, log *slog.Logger) error {
 	cfg.JWTSecret = randomHex(32)
 	exp := jwtDate(time.Now().Add(30 * 24 * time.Hour))
 	op := agent.Claims{Workspace: demoWorkspace, Scope: allScopes}
-	op.Subject, op.ExpiresAt = demoOperator, exp
+	op.Subject, op.ExpiresAt, op.Issuer = demoOperator, exp, cfg.JWTIssuer
 	tok, err := agent.Mint([]byte(cfg.JWTSecret), op)
 	if err != nil {
 		return fmt.Errorf("mint operator token: %w", err)
 	}
 	demo := agent.Claims{Workspace: demoWorkspace, Scope: "events:push"}
-	demo.Subject, demo.ExpiresAt = demoSession, exp
+	demo.Subject, demo.ExpiresAt, demo.Issuer = demoSession, exp, cfg.JWTIssuer
 	demoTok, err := agent.Mint([]byte(cfg.JWTSecret), demo)
 	if err != nil {
 		return fmt.Errorf("mint demo session token: %w", err)

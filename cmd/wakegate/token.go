@@ -24,8 +24,9 @@ func runToken(args []string, stdout, stderr io.Writer) error {
 	ws := fs.String("workspace", "default", "the workspace")
 	scope := fs.String("scope", "events:push events:read inbox subscribe", "space-separated scopes ("+allScopes+")")
 	ttl := fs.Duration("ttl", 24*time.Hour, "lifetime")
+	iss := fs.String("jwt-issuer", os.Getenv("WAKEGATE_JWT_ISSUER"), "iss of the token: the gateway's WAKEGATE_JWT_ISSUER, which it requires when set")
 	fs.Usage = func() {
-		fmt.Fprintln(stderr, "Usage: wakegate token --sub session:abc [--workspace default] [--scope \"events:push inbox\"] [--ttl 24h]\n\nSigns with WAKEGATE_JWT_HS256_SECRET (or WAKEGATE_JWT_HS256_SECRET_FILE).")
+		fmt.Fprintln(stderr, "Usage: wakegate token --sub session:abc [--workspace default] [--scope \"events:push inbox\"] [--ttl 24h]\n\nSigns with WAKEGATE_JWT_HS256_SECRET (or WAKEGATE_JWT_HS256_SECRET_FILE), with iss\nWAKEGATE_JWT_ISSUER when set.")
 		fs.PrintDefaults()
 	}
 	if err := fs.Parse(args); err != nil {
@@ -50,6 +51,7 @@ func runToken(args []string, stdout, stderr io.Writer) error {
 	}
 	c := agent.Claims{Workspace: *ws, Scope: strings.Join(strings.Fields(*scope), " ")}
 	c.Subject = *sub
+	c.Issuer = *iss
 	c.ExpiresAt = jwtDate(time.Now().Add(*ttl))
 	tok, err := agent.Mint([]byte(secret), c)
 	if err != nil {

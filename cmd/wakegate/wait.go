@@ -297,7 +297,7 @@ func (w *waiter) poll(f waitFilter) (*client.Entry, error) {
 		if wait <= 0 {
 			return nil, context.DeadlineExceeded
 		}
-		page, err := w.cl.Inbox(w.ctx, client.InboxQuery{After: after, Limit: 1000, Wait: wait})
+		page, err := w.cl.Inbox(w.ctx, client.InboxQuery{After: after, Limit: 1000, Wait: wait, MinPriority: f.min})
 		if err != nil {
 			if err := w.retry(err); err != nil {
 				return nil, err

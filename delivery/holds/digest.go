@@ -132,6 +132,7 @@ func Entries(items []Item) []inbox.Entry {
 	out := make([]inbox.Entry, 0, len(items))
 	for _, l := range order {
 		for _, it := range byLabel[l] {
+			it.Event = event.Canonical(it.Event) // held before lineage was a string
 			out = append(out, inbox.Entry{Seq: it.Seq, Type: it.Type, Subject: it.Subject, Count: 1, Priority: it.Priority,
 				Kind: it.Kind, Summary: it.Summary, FirstAt: it.At, LastAt: it.At, Event: it.Event, Latest: it.Event,
 				FoldedIDs: []string{it.ID}, Wake: true, WakeSeq: it.Seq})

@@ -72,6 +72,26 @@ var (
 // ErrInvalid wraps the error of a call with bad input; nothing was written.
 var ErrInvalid = kind.New(kind.Invalid, "holds: invalid input")
 
+// MaxQuietRecords bounds the quiet records of one workspace (one per
+// scope; a lift deletes its record): a new scope beyond it is refused
+// with ErrLimit (docs/design.md §10).
+const MaxQuietRecords = 10_000
+
+// ErrLimit is returned by SetQuiet for a new scope in a workspace that
+// has MaxQuietRecords already.
+var ErrLimit = kind.New(kind.Limit, "holds: quiet record limit reached")
+
+// setQuietScript puts a quiet record.
+//
+// KEYS[1] the workspace's quiet hash; ARGV[1] scope, ARGV[2] record JSON,
+// ARGV[3] MaxQuietRecords. Returns 1 when written, 0 when the scope is
+// new and the hash holds ARGV[3] records already (nothing written).
+var setQuietScript = redis.NewScript(`
+if redis.call('HEXISTS', KEYS[1], ARGV[1]) == 0 and redis.call('HLEN', KEYS[1]) >= tonumber(ARGV[3]) then return 0 end
+redis.call('HSET', KEYS[1], ARGV[1], ARGV[2])
+return 1
+`)
+
 // Store keeps presence, quiet records and held wakes.
 type Store struct {
 	rdb    redis.UniversalClient
@@ -171,7 +191,8 @@ type Quiet struct {
 
 func (q Quiet) live(now time.Time) bool { return q.Until.IsZero() || q.Until.After(now) }
 
-// SetQuiet puts (or replaces) the quiet record of its scope.
+// SetQuiet puts (or replaces) the quiet record of its scope; a new scope
+// past MaxQuietRecords is refused with ErrLimit.
 func (s *Store) SetQuiet(ctx context.Context, ws string, q Quiet) error {
 	if !event.ValidWorkspace(ws) {
 		return fmt.Errorf("%w: workspace %q", ErrInvalid, ws)
@@ -182,7 +203,14 @@ func (s *Store) SetQuiet(ctx context.Context, ws string, q Quiet) error {
 		}
 	}
 	b, _ := json.Marshal(q)
-	return s.rdb.HSet(ctx, s.quietKey(ws), q.Scope, b).Err()
+	n, err := setQuietScript.Run(ctx, s.rdb, []string{s.quietKey(ws)}, q.Scope, b, MaxQuietRecords).Int()
+	if err != nil {
+		return fmt.Errorf("set quiet: %w", err)
+	}
+	if n == 0 {
+		return fmt.Errorf("%w: a workspace holds at most %d quiet records; lift one first", ErrLimit, MaxQuietRecords)
+	}
+	return nil
 }
 
 // QuietRecords lists a workspace's live quiet records, by scope.

@@ -61,6 +61,8 @@ var (
 	listLua string
 	//go:embed ack.lua
 	ackLua string
+	//go:embed pushed.lua
+	pushedLua string
 
 	// DeliverFuncLua defines inbox_deliver(KEYS, ARGV): deliver.lua as a
 	// function, for a script that delivers and then goes on in the same
@@ -71,6 +73,7 @@ var (
 	deliverScript = redis.NewScript(DeliverFuncLua + "return inbox_deliver(KEYS, ARGV)\n")
 	listScript    = redis.NewScript(inboxLua + listLua)
 	ackScript     = redis.NewScript(inboxLua + ackLua)
+	pushedScript  = redis.NewScript(inboxLua + pushedLua)
 )
 
 // ErrBeyondLast is returned by Ack for a seq beyond the inbox's last

@@ -133,8 +133,7 @@ func parseEntry(seq int64, ck, raw string) (Entry, error) {
 		Summary:     head.Summary,
 		FirstAt:     time.UnixMilli(m.FirstAt).UTC(),
 		LastAt:      time.UnixMilli(m.LastAt).UTC(),
-		Event:       json.RawMessage(parts[1]),
-		Latest:      json.RawMessage(parts[1]),
+		Event:       json.RawMessage(event.Canonical([]byte(parts[1]))),
 		FoldedIDs:   m.IDs,
 		Via:         m.Via,
 		Redelivered: m.Redelivered,
@@ -145,8 +144,9 @@ func parseEntry(seq int64, ck, raw string) (Entry, error) {
 	if x := m.Escalated; x != nil && len(x.Path) > 0 {
 		e.Escalated = &Escalation{Level: x.Level, From: x.Path[len(x.Path)-1], Path: x.Path, Rung: x.Rung, Reason: x.Reason}
 	}
+	e.Latest = e.Event
 	if parts[2] != "" {
-		e.Latest = json.RawMessage(parts[2])
+		e.Latest = json.RawMessage(event.Canonical([]byte(parts[2])))
 	}
 	if parts[3] != "" {
 		e.Settings = json.RawMessage(parts[3])
@@ -267,4 +267,34 @@ func (b *Inbox) Last(ctx context.Context, workspace, party string) (int64, error
 		return 0, fmt.Errorf("last seq of %s: %w", party, err)
 	}
 	return n, nil
+}
+
+// Pushed records that the push of the wake at seq of the entry ck got its
+// 2xx from a party that acks by its endpoint (DESIGN §7): the party is
+// caught up with what the push carried. The entry is acked when it is
+// still at seq. When it has folded since, what folded in was never sent:
+// an attention+ fold that the wake-again rule kept a notice decides a wake
+// now, and Pushed returns its Result (Wake set, a new Seq) for the caller
+// to push; otherwise (the fold woke by itself, or was info) it returns a
+// zero Result. acked tells whether the entry was acked.
+func (b *Inbox) Pushed(ctx context.Context, workspace, party, ck string, seq int64, now time.Time) (rewake Result, acked bool, err error) {
+	if err := checkRecipient(workspace, party); err != nil {
+		return Result{}, false, err
+	}
+	if ck == "" || seq <= 0 {
+		return Result{}, false, invalid("pushed entry %q at seq %d", ck, seq)
+	}
+	k := b.keysOf(workspace, party)
+	res, err := pushedScript.Run(ctx, b.rdb, []string{k.last, k.entries, k.unacked, k.wakes, k.esc},
+		ck, seq, now.UnixMilli(), NotifyChannel(b.cfg.Prefix, workspace, party)).Int64Slice()
+	if err != nil {
+		return Result{}, false, fmt.Errorf("pushed entry of %s: %w", party, err)
+	}
+	if len(res) != 2 {
+		return Result{}, false, fmt.Errorf("pushed entry of %s: script answered %v", party, res)
+	}
+	if res[1] > 0 {
+		return Result{Seq: res[1], Wake: true, Kind: KindWake}, false, nil
+	}
+	return Result{}, res[0] == 1, nil
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"strings"
 	"testing"
 	"time"
 
@@ -176,8 +177,23 @@ func TestCommitEvents(t *testing.T) {
 		if err != nil || e == nil {
 			t.Fatalf("get: %v %v", e, err)
 		}
-		if fmt.Sprint(e.Lineage) != "[boss]" {
+		if fmt.Sprint([]string(e.Lineage)) != "[boss]" {
 			t.Fatalf("lineage stamped %v, want [boss]", e.Lineage)
+		}
+		// A grandchild's lineage is one string, nearest first (docs/design.md §2).
+		gl, err := reg.LineageFor(ctx, "ws", "grandkid", "kid", now)
+		if err != nil {
+			t.Fatal(err)
+		}
+		gres, err := s.CommitEvents(ctx, "ws", "session:grandkid", []ingest.Item{{Event: agentEvent("ws", "session:grandkid", "grandkid", "1", "session.spawned"),
+			Parent: "kid", Lineage: gl, Journal: true}}, now)
+		if err != nil {
+			t.Fatal(err)
+		}
+		shard, sid, _ := journal.ParseSeq(gres[0].Seq)
+		msgs, err := rdb.XRange(ctx, j.StreamKey(shard), sid, sid).Result()
+		if err != nil || len(msgs) != 1 || !strings.Contains(msgs[0].Values["e"].(string), `"lineage":"kid boss"`) {
+			t.Fatalf("grandchild's stored event %+v %v, want lineage \"kid boss\"", msgs, err)
 		}
 		kid, err := reg.Get(ctx, "ws", "session:kid", now)
 		if err != nil {
@@ -229,6 +245,68 @@ func TestCommitEvents(t *testing.T) {
 		}
 		if u, _ := reg.Get(ctx, "ws", "session:never", now); u.Liveness != sessions.Unknown || u.Busy != "unknown" {
 			t.Fatalf("never-seen party %+v", u)
+		}
+	})
+}
+
+// A batch about sessions on several journal shards commits whole: as one
+// script per shard after its record; a record whose parts were never
+// applied is applied by RecoverBatches, once, and then deleted.
+func TestCommitEventsAcrossShards(t *testing.T) {
+	backends(t, func(t *testing.T, rdb redis.UniversalClient, j *journal.Journal) {
+		ctx := context.Background()
+		s := ingest.New(rdb, j)
+		now := time.Now()
+		var items []ingest.Item
+		shards := map[int]bool{}
+		for i := 0; len(shards) < 3; i++ {
+			sid := fmt.Sprintf("s%d", i)
+			shards[j.ShardOf("ws", event.SessionSubject(sid))] = true
+			items = append(items, ingest.Item{Event: agentEvent("ws", "human:ops", sid, "e"+sid, "session.turn_started"), Journal: true})
+		}
+		res, err := s.CommitEvents(ctx, "ws", "human:ops", items, now)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i, r := range res {
+			e, err := j.Get(ctx, r.Seq)
+			if err != nil || e == nil || r.Duplicate || e.ID != items[i].Event.ID {
+				t.Fatalf("item %d: %+v → %+v %v", i, r, e, err)
+			}
+		}
+		again, err := s.CommitEvents(ctx, "ws", "human:ops", items, now)
+		if err != nil || !again[0].Duplicate || again[len(again)-1].Seq != res[len(res)-1].Seq {
+			t.Fatalf("again: %+v %v", again, err)
+		}
+		for sh := range 4 {
+			if n := rdb.XLen(ctx, j.Tag(sh)+":batches").Val(); n != 0 {
+				t.Fatalf("shard %d keeps %d batch records after the commit", sh, n)
+			}
+		}
+
+		// Stopped after the record: nothing journaled until recovery.
+		var lost []ingest.Item
+		for _, it := range items {
+			e := *it.Event
+			e.ID = "lost-" + e.ID
+			lost = append(lost, ingest.Item{Event: &e, Journal: true})
+		}
+		if err := s.RecordOnly(ctx, "ws", "human:ops", lost, now); err != nil {
+			t.Fatal(err)
+		}
+		if n, err := s.RecoverBatches(ctx, time.Now(), time.Hour); err != nil || n != 0 {
+			t.Fatalf("a record within its grace recovered: %d %v", n, err)
+		}
+		if n, err := s.RecoverBatches(ctx, time.Now().Add(time.Minute), 30*time.Second); err != nil || n != 1 {
+			t.Fatalf("recovered %d records (%v), want 1", n, err)
+		}
+		for _, it := range lost {
+			if seq, err := j.Lookup(ctx, "ws", it.Event.Subject, it.Event.Source, it.Event.ID); err != nil || seq == "" {
+				t.Fatalf("%s not journaled by recovery: %q %v", it.Event.ID, seq, err)
+			}
+		}
+		if n, err := s.RecoverBatches(ctx, time.Now().Add(time.Minute), 30*time.Second); err != nil || n != 0 {
+			t.Fatalf("recovered again: %d %v", n, err)
 		}
 	})
 }

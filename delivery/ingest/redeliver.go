@@ -4,7 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sort"
 	"strings"
+	"sync"
 
 	"github.com/redis/go-redis/v9"
 )
@@ -52,4 +54,59 @@ func (s *Store) Stored(ctx context.Context, guid string, hooks ...string) (*Deli
 		return d, nil
 	}
 	return nil, fmt.Errorf("stored delivery %s under hook %s: %w", guid, strings.Join(hooks, " or "), ErrNotFound)
+}
+
+// Hooks returns the hook scopes (App ids, webhook target ids, "0" for a
+// delivery without a hook header) under which the raw delivery guid is
+// stored, sorted, for a redelivery by the GUID alone (docs/design.md §11).
+// The scope is not known up front, so it scans for the raw records'
+// keys: on every master of a Cluster, with a pattern naming the GUID, so
+// the cost is one pass over the keyspace, an operator's request at a time.
+func (s *Store) Hooks(ctx context.Context, guid string) ([]string, error) {
+	if guid == "" {
+		return nil, nil
+	}
+	// Every ingest shard's tag: "<prefix>:{in<N>}"; glob characters of the
+	// prefix are escaped (a GUID has none: letters, digits, '.', '_', '-').
+	pattern := globEscape(s.j.Config().Prefix) + ":{in*}:raw:" + guid + ":*"
+	found := map[string]bool{}
+	var mu sync.Mutex
+	scan := func(ctx context.Context, c redis.UniversalClient) error {
+		iter := c.Scan(ctx, 0, pattern, 1000).Iterator()
+		for iter.Next(ctx) {
+			k := iter.Val()
+			hook := k[strings.LastIndexByte(k, ':')+1:]
+			mu.Lock()
+			found[hook] = true
+			mu.Unlock()
+		}
+		return iter.Err()
+	}
+	var err error
+	if cc, ok := s.rdb.(*redis.ClusterClient); ok {
+		err = cc.ForEachMaster(ctx, func(ctx context.Context, c *redis.Client) error { return scan(ctx, c) })
+	} else {
+		err = scan(ctx, s.rdb)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("hooks of delivery %s: %w", guid, err)
+	}
+	out := make([]string, 0, len(found))
+	for h := range found {
+		out = append(out, h)
+	}
+	sort.Strings(out)
+	return out, nil
+}
+
+func globEscape(s string) string {
+	var b strings.Builder
+	for _, r := range s {
+		switch r {
+		case '*', '?', '[', ']', '\\':
+			b.WriteByte('\\')
+		}
+		b.WriteRune(r)
+	}
+	return b.String()
 }

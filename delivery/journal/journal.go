@@ -16,6 +16,8 @@ import (
 	"errors"
 	"fmt"
 	"hash/fnv"
+	"log/slog"
+	"sync"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -29,6 +31,12 @@ type Config struct {
 	Shards    int           // number of shards; default 16; never change it on a live deployment
 	Retention time.Duration // how long entries and dedup markers live; default 72h
 	MaxLen    int64         // approximate total entries kept across shards; default 10,000,000
+	// Undecodable is told, once per entry per process, of an entry a
+	// reader skipped because it cannot be decoded (docs/design.md §4): the
+	// caller counts it and logs its seq. Default: a log line on
+	// slog.Default(). The reason never quotes the entry (it may carry
+	// event data).
+	Undecodable func(seq, reason string)
 }
 
 func (c Config) withDefaults() Config {
@@ -44,6 +52,11 @@ func (c Config) withDefaults() Config {
 	if c.MaxLen <= 0 {
 		c.MaxLen = 10_000_000
 	}
+	if c.Undecodable == nil {
+		c.Undecodable = func(seq, reason string) {
+			slog.Warn("journal: skipped an undecodable entry", "seq", seq, "reason", reason)
+		}
+	}
 	return c
 }
 
@@ -51,11 +64,35 @@ func (c Config) withDefaults() Config {
 type Journal struct {
 	rdb redis.UniversalClient
 	cfg Config
+
+	mu      sync.Mutex
+	skipped map[string]struct{} // seqs of undecodable entries already reported
 }
 
 // New returns a journal on rdb.
 func New(rdb redis.UniversalClient, cfg Config) *Journal {
 	return &Journal{rdb: rdb, cfg: cfg.withDefaults()}
+}
+
+// skip reports an undecodable entry once per process (at most 10,000 kept
+// in mind; past that it starts afresh).
+func (j *Journal) skip(seq string, err error) {
+	j.mu.Lock()
+	_, seen := j.skipped[seq]
+	if !seen {
+		if j.skipped == nil || len(j.skipped) >= 10_000 {
+			j.skipped = map[string]struct{}{}
+		}
+		j.skipped[seq] = struct{}{}
+	}
+	j.mu.Unlock()
+	if !seen {
+		reason := "not a JSON event"
+		if errors.Is(err, event.ErrTooDeep) {
+			reason = fmt.Sprintf("nests deeper than %d levels", event.MaxDepth)
+		}
+		j.cfg.Undecodable(seq, reason)
+	}
 }
 
 // Config returns the journal's effective configuration.

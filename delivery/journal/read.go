@@ -12,7 +12,6 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/bytedance/sonic"
 	"github.com/redis/go-redis/v9"
 
 	"github.com/wakegate/wakegate/providers/event"
@@ -21,6 +20,11 @@ import (
 
 // ErrBadCursor is returned for a cursor or seq this journal did not issue.
 var ErrBadCursor = kind.New(kind.Invalid, "bad cursor")
+
+// ErrUndecodable is wrapped by the error of an entry that cannot be
+// decoded. Readers skip such an entry (docs/design.md §4): it never fails
+// a read.
+var ErrUndecodable = errors.New("undecodable journal entry")
 
 func jsonMarshal(v any) ([]byte, error) {
 	var buf bytes.Buffer
@@ -193,8 +197,9 @@ func (j *Journal) Read(ctx context.Context, after Cursor, f Filter, limit int) (
 		}
 		for _, m := range msgs {
 			e, err := decode(s, m)
-			if err != nil {
-				return nil, nil, err
+			if err != nil { // skipped: one bad entry never fails a read (docs/design.md §4)
+				j.skip(FormatSeq(s, m.ID), err)
+				continue
 			}
 			if f.match(e) {
 				ms, n, _ := splitStreamID(m.ID)
@@ -240,7 +245,8 @@ func (j *Journal) Read(ctx context.Context, after Cursor, f Filter, limit int) (
 	return out, next, nil
 }
 
-// Get returns the event at seq, or nil when it is no longer retained.
+// Get returns the event at seq, or nil when it is no longer retained or
+// cannot be decoded.
 func (j *Journal) Get(ctx context.Context, seq string) (*event.Event, error) {
 	shard, id, err := ParseSeq(seq)
 	if err != nil || shard >= j.cfg.Shards {
@@ -253,7 +259,12 @@ func (j *Journal) Get(ctx context.Context, seq string) (*event.Event, error) {
 	if len(msgs) == 0 {
 		return nil, nil
 	}
-	return decode(shard, msgs[0])
+	e, err := decode(shard, msgs[0])
+	if err != nil { // read as no longer retained (docs/design.md §4)
+		j.skip(seq, err)
+		return nil, nil
+	}
+	return e, nil
 }
 
 // Lookup returns the seq under which (source, id) was journaled, or "".
@@ -269,16 +280,18 @@ func (j *Journal) Lookup(ctx context.Context, workspace, subject, source, id str
 	return FormatSeq(shard, sid), nil
 }
 
-// Decode turns a stream entry of a shard into its event, seq set.
+// Decode turns a stream entry of a shard into its event, seq set; an
+// entry that cannot be decoded is an error wrapping ErrUndecodable.
 //
-// It decodes with sonic in its encoding/json-compatible mode, from the
-// entry's string (no copy): every router and the health feed decode every
-// entry, and encoding/json was 6 % of a worker's CPU under bench fleet.
+// It decodes with event.Decode — sonic in its encoding/json-compatible
+// mode, from the entry's string (no copy): every router and the health
+// feed decode every entry, and encoding/json was 6 % of a worker's CPU
+// under bench fleet — with the push path's depth limit.
 func decode(shard int, m redis.XMessage) (*event.Event, error) {
 	raw, _ := m.Values["e"].(string)
 	var e event.Event
-	if err := sonic.ConfigStd.UnmarshalFromString(raw, &e); err != nil {
-		return nil, fmt.Errorf("journal entry %d-%s: %w", shard, m.ID, err)
+	if err := event.Decode(raw, &e); err != nil {
+		return nil, fmt.Errorf("journal entry %d-%s: %w: %w", shard, m.ID, ErrUndecodable, err)
 	}
 	e.Seq = FormatSeq(shard, m.ID)
 	return &e, nil

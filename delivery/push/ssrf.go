@@ -145,16 +145,23 @@ func (g *Guard) resolve(ctx context.Context, host string) ([]netip.Addr, error) 
 	if a, err := netip.ParseAddr(strings.Trim(host, "[]")); err == nil {
 		return []netip.Addr{a}, g.check(a)
 	}
+	// What a name resolved to is never said, in an error or a log line:
+	// an endpoint owner must not learn internal DNS through it (an oracle
+	// for any inbox token), nor the resolver's own address.
 	addrs, err := g.resolver().LookupNetIP(ctx, "ip", host)
 	if err != nil {
-		return nil, fmt.Errorf("resolve %s: %w", host, err)
+		var dnsErr *net.DNSError
+		if errors.As(err, &dnsErr) && dnsErr.IsNotFound {
+			return nil, fmt.Errorf("%s does not resolve", host)
+		}
+		return nil, fmt.Errorf("%s could not be resolved", host)
 	}
 	if len(addrs) == 0 {
-		return nil, fmt.Errorf("resolve %s: no address", host)
+		return nil, fmt.Errorf("%s does not resolve", host)
 	}
 	for _, a := range addrs {
 		if err := g.check(a); err != nil {
-			return nil, fmt.Errorf("%s resolves to %s: %w", host, a, err)
+			return nil, fmt.Errorf("%w: %s resolves to a refused address class (loopback, private, link-local, multicast or reserved)", ErrRefused, host)
 		}
 	}
 	return addrs, nil

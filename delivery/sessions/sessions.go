@@ -10,7 +10,9 @@ package sessions
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"sync"
 	"time"
@@ -254,4 +256,97 @@ func (r *Registry) SetParent(ctx context.Context, workspace, child, parent strin
 		return fmt.Errorf("record parent of %s: %w", child, err)
 	}
 	return nil
+}
+
+// Mint outcomes (docs/design.md §4, the child-token route).
+var (
+	// ErrNotInSubtree: the session exists and the caller is not its
+	// parent, its minter, or one of its ancestors.
+	ErrNotInSubtree = kind.New(kind.Forbidden, "the session exists and is not in the caller's subtree")
+)
+
+// MintResult says what Mint found or did.
+type MintResult struct {
+	Created bool   // the session did not exist; it is now the caller's child
+	Parent  string // the session's recorded parent ("" for none)
+	Minter  string // the party recorded as having minted it first ("" for none)
+}
+
+// mintScript creates a session's record for a child token, unless the
+// session exists.
+//
+// KEYS[1] the child's record. ARGV[1] parent id ("" for none), ARGV[2]
+// lineage JSON, ARGV[3] the minting party, ARGV[4] now (ms).
+// Returns 1 when created, 0 when the record already existed (untouched).
+var mintScript = redis.NewScript(`
+if redis.call('EXISTS', KEYS[1]) == 1 then return 0 end
+if ARGV[1] ~= '' then redis.call('HSET', KEYS[1], 'parent', ARGV[1], 'lineage', ARGV[2]) end
+redis.call('HSET', KEYS[1], 'minter', ARGV[3], 'minted_at', ARGV[4])
+return 1
+`)
+
+// Mint decides whether caller may have a token for session child of
+// workspace (docs/design.md §4): a child that does not exist yet is
+// created as the caller's child (a session caller is its parent; any
+// caller is recorded as its minter); one that exists is re-issued only
+// within the caller's own subtree — the caller is the child itself, its
+// recorded parent or minter, an ancestor, or the minter of an ancestor.
+// Otherwise ErrNotInSubtree. It never rewrites a parent.
+func (r *Registry) Mint(ctx context.Context, workspace, child string, caller event.Party, now time.Time) (MintResult, error) {
+	key := Key(r.j, workspace, event.SessionSubject(child))
+	parent := caller.Session()
+	if parent == child {
+		return MintResult{}, nil // a session re-issuing for itself
+	}
+	var lineage []byte
+	if parent != "" {
+		l, err := r.LineageFor(ctx, workspace, child, parent, now)
+		if err != nil && !errors.Is(err, ErrCycle) {
+			return MintResult{}, err
+		}
+		if err == nil {
+			lineage, _ = json.Marshal(l)
+		} else {
+			parent = "" // the caller descends from child: not creatable, maybe an ancestor's call below
+		}
+	}
+	if parent != "" || caller.Session() == "" {
+		created, err := mintScript.Run(ctx, r.rdb, []string{key}, parent, string(lineage), string(caller), now.UnixMilli()).Int()
+		if err != nil {
+			return MintResult{}, fmt.Errorf("mint for %s: %w", child, err)
+		}
+		if created == 1 {
+			return MintResult{Created: true, Parent: parent, Minter: string(caller)}, nil
+		}
+	}
+	h, err := r.rdb.HGetAll(ctx, key).Result()
+	if err != nil {
+		return MintResult{}, fmt.Errorf("session %s: %w", child, err)
+	}
+	if len(h) == 0 { // a caller that descends from a child with no record: nothing to re-issue
+		return MintResult{}, ErrNotInSubtree
+	}
+	s := decode(workspace, event.SessionSubject(child), h, r.ttl, now)
+	res := MintResult{Parent: s.Parent, Minter: h["minter"]}
+	if res.Minter == string(caller) || (caller.Session() != "" && slices.Contains(append([]string{s.Parent}, s.Lineage...), caller.Session())) {
+		return res, nil
+	}
+	if caller.Session() == "" && len(s.Lineage) > 0 {
+		// A caller that is not a session is no ancestor; it holds the
+		// subtree of each session it minted.
+		pipe := r.rdb.Pipeline()
+		cmds := make([]*redis.StringCmd, len(s.Lineage))
+		for i, a := range s.Lineage {
+			cmds[i] = pipe.HGet(ctx, Key(r.j, workspace, event.SessionSubject(a)), "minter")
+		}
+		if _, err := pipe.Exec(ctx); err != nil && !errors.Is(err, redis.Nil) {
+			return MintResult{}, fmt.Errorf("minters of %s's ancestors: %w", child, err)
+		}
+		for _, c := range cmds {
+			if c.Val() == string(caller) {
+				return res, nil
+			}
+		}
+	}
+	return MintResult{}, ErrNotInSubtree
 }

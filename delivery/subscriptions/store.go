@@ -3,11 +3,13 @@ package subscriptions
 import (
 	"context"
 	"crypto/rand"
+	"encoding/base64"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -15,6 +17,7 @@ import (
 
 	"github.com/wakegate/wakegate/delivery/journal"
 	"github.com/wakegate/wakegate/providers/event"
+	"github.com/wakegate/wakegate/providers/kind"
 )
 
 // Store keeps subscriptions in Redis.
@@ -22,15 +25,38 @@ type Store struct {
 	rdb    redis.UniversalClient
 	prefix string
 	now    func() time.Time
+	max    int // subscriptions per party
 }
+
+// DefaultMaxPerParty is how many live subscriptions one party may have
+// unless configured (WAKEGATE_MAX_SUBSCRIPTIONS, docs/design.md §10).
+const DefaultMaxPerParty = 1000
+
+// ErrLimit is returned by Create for a party that has as many
+// subscriptions as it may (answer 422).
+var ErrLimit = kind.New(kind.Limit, "subscription limit reached")
 
 // New returns a store whose keys start with prefix (WAKEGATE_REDIS_PREFIX).
 func New(rdb redis.UniversalClient, prefix string) *Store {
 	if prefix == "" {
 		prefix = "wg"
 	}
-	return &Store{rdb: rdb, prefix: prefix, now: time.Now}
+	return &Store{rdb: rdb, prefix: prefix, now: time.Now, max: DefaultMaxPerParty}
 }
+
+// WithMaxPerParty caps the live subscriptions of one party at n (≤ 0:
+// DefaultMaxPerParty).
+func (s *Store) WithMaxPerParty(n int) *Store {
+	c := *s
+	c.max = n
+	if n <= 0 {
+		c.max = DefaultMaxPerParty
+	}
+	return &c
+}
+
+// MaxPerParty is the cap of WithMaxPerParty.
+func (s *Store) MaxPerParty() int { return s.max }
 
 // WithClock makes the store read time from now (List and Match use it to
 // drop subscriptions whose until time has passed); for tests.
@@ -133,9 +159,12 @@ func (s *Store) eventKeys(e *event.Event, labels []string) []string {
 var createScript = redis.NewScript(`
 -- create: store one subscription and index it.
 -- KEYS[1] T:subs, KEYS[2] T:ixof, KEYS[3..] every set the id joins
---         (the owner's set, its index sets, its T:term set if any)
--- ARGV[1] id, ARGV[2] subscription JSON, ARGV[3] JSON array of KEYS[3..]
--- Returns 1 when created, 0 when the id was taken (nothing written).
+--         (the owner's set first, its index sets, its T:term set if any)
+-- ARGV[1] id, ARGV[2] subscription JSON, ARGV[3] JSON array of KEYS[3..],
+-- ARGV[4] how many subscriptions the owner may have
+-- Returns 1 when created, 0 when the id was taken, -1 when the owner has
+-- ARGV[4] already (nothing written for either).
+if redis.call('SCARD', KEYS[3]) >= tonumber(ARGV[4]) then return -1 end
 if redis.call('HSETNX', KEYS[1], ARGV[1], ARGV[2]) == 0 then return 0 end
 redis.call('HSET', KEYS[2], ARGV[1], ARGV[3])
 for i = 3, #KEYS do redis.call('SADD', KEYS[i], ARGV[1]) end
@@ -230,7 +259,8 @@ func (s *Store) Create(ctx context.Context, sub Subscription, now time.Time) (Su
 	}
 	ixof, _ := json.Marshal(sets)
 	keys := append([]string{s.subsKey(sub.Workspace), s.ixofKey(sub.Workspace)}, sets...)
-	for range 3 {
+	swept := false
+	for range 4 {
 		sub.ID = newID()
 		if t := sub.UntilTime(); !t.IsZero() {
 			// Before the record: a sweep only finds what has ended, and
@@ -243,15 +273,64 @@ func (s *Store) Create(ctx context.Context, sub Subscription, now time.Time) (Su
 		if err != nil {
 			return Subscription{}, fmt.Errorf("create subscription: %w", err)
 		}
-		n, err := createScript.Run(ctx, s.rdb, keys, sub.ID, body, ixof).Int()
+		n, err := createScript.Run(ctx, s.rdb, keys, sub.ID, body, ixof, s.max).Int()
 		if err != nil {
 			return Subscription{}, fmt.Errorf("create subscription: %w", err)
+		}
+		if n == -1 && !swept { // the owner's set may hold expired ones: List removes them
+			swept = true
+			if _, err := s.List(ctx, sub.Workspace, sub.Owner); err != nil {
+				return Subscription{}, fmt.Errorf("create subscription: %w", err)
+			}
+			continue
+		}
+		if n == -1 {
+			s.rdb.ZRem(ctx, s.expiryKey(), sub.Workspace+"/"+sub.ID)
+			return Subscription{}, fmt.Errorf("%w: a party has at most %d subscriptions (WAKEGATE_MAX_SUBSCRIPTIONS); delete one first", ErrLimit, s.max)
 		}
 		if n == 1 {
 			return sub, nil
 		}
 	}
 	return Subscription{}, errors.New("create subscription: no free id")
+}
+
+// Page returns up to limit of the owner's live subscriptions after the
+// cursor after ("" for the first page), oldest first, and the cursor of
+// the next page ("" when there is none). A party holds at most
+// MaxPerParty, so a page costs at most that many reads.
+func (s *Store) Page(ctx context.Context, workspace, owner, after string, limit int) ([]Subscription, string, error) {
+	var at time.Time
+	var atID string
+	if after != "" {
+		b, err := base64.RawURLEncoding.DecodeString(after)
+		ms, id, ok := strings.Cut(string(b), ".")
+		n, perr := strconv.ParseInt(ms, 10, 64)
+		if err != nil || !ok || perr != nil || id == "" {
+			return nil, "", fmt.Errorf("%w: after is not a cursor this list issued", ErrInvalid)
+		}
+		at, atID = time.Unix(0, n).UTC(), id
+	}
+	all, err := s.List(ctx, workspace, owner)
+	if err != nil {
+		return nil, "", err
+	}
+	out := make([]Subscription, 0, min(limit, len(all)))
+	for _, sub := range all {
+		if after != "" {
+			c := sub.CreatedAt.Compare(at)
+			if c < 0 || (c == 0 && sub.ID <= atID) {
+				continue
+			}
+		}
+		if len(out) == limit {
+			last := out[len(out)-1]
+			return out, base64.RawURLEncoding.EncodeToString(
+				[]byte(strconv.FormatInt(last.CreatedAt.UnixNano(), 10) + "." + last.ID)), nil
+		}
+		out = append(out, sub)
+	}
+	return out, "", nil
 }
 
 // List returns the owner's live subscriptions, oldest first. Expired ones

@@ -20,6 +20,8 @@
 //	T:obs:<session>  hash    observer party → scope
 //	T:held:<party>   set     sessions whose controller lease the party holds
 //	                         (maintained by the lease scripts; read by HeldBy)
+//	T:watch:<party>  set     sessions the party observes (counted with
+//	                         T:held against MaxEdgesPerParty)
 //	T:settings       string  the settings fields an admin has set, as JSON
 //	                         (defaults are not stored)
 package supervision
@@ -53,11 +55,17 @@ const (
 
 // Errors. ErrHeld is wrapped by *HeldError, which names the holder.
 var (
-	ErrInvalid   = kind.New(kind.Invalid, "invalid supervision request") // 400
-	ErrHeld      = kind.New(kind.Conflict, "controller lease held")      // 409
-	ErrForbidden = kind.New(kind.Forbidden, "takeover not allowed")      // 403
-	ErrNotFound  = kind.New(kind.NotFound, "no such edge")               // 404
+	ErrInvalid   = kind.New(kind.Invalid, "invalid supervision request")  // 400
+	ErrHeld      = kind.New(kind.Conflict, "controller lease held")       // 409
+	ErrForbidden = kind.New(kind.Forbidden, "takeover not allowed")       // 403
+	ErrNotFound  = kind.New(kind.NotFound, "no such edge")                // 404
+	ErrLimit     = kind.New(kind.Limit, "supervision edge limit reached") // 422
 )
+
+// MaxEdgesPerParty bounds the supervision edges one party takes through
+// Supervise — controller leases it holds (its spawned children's
+// included) and sessions it observes (docs/design.md §10).
+const MaxEdgesPerParty = 10_000
 
 // HeldError is the answer to a controller request on a lease held by a
 // party that is not dead: the 409 problem carries Holder and Epoch.
@@ -113,6 +121,7 @@ func (s *Store) ctlKey(ws, session string) string { return s.tag(ws) + ":ctl:" +
 func (s *Store) obsKey(ws, session string) string { return s.tag(ws) + ":obs:" + session }
 func (s *Store) settingsKey(ws string) string     { return s.tag(ws) + ":settings" }
 func (s *Store) heldKey(ws, party string) string  { return s.tag(ws) + ":held:" + party }
+func (s *Store) watchKey(ws, party string) string { return s.tag(ws) + ":watch:" + party }
 
 func validScope(scope string) bool { return scope == ScopeSelf || scope == ScopeSubtree }
 
@@ -151,14 +160,17 @@ func checkIDs(ws, session string) error {
 var leaseScript = redis.NewScript(`
 -- lease: take a session's controller lease.
 -- KEYS[1] T:ctl:<session>, KEYS[2] T:held:<caller>,
--- KEYS[3] T:held:<ARGV[3]> (KEYS[2] again when ARGV[3] is '')
+-- KEYS[3] T:held:<ARGV[3]> (KEYS[2] again when ARGV[3] is ''),
+-- KEYS[4] T:watch:<caller>
 -- ARGV[1] caller party, ARGV[2] scope,
 -- ARGV[3] the holder to replace ('' = replace nobody), ARGV[4] its epoch,
--- ARGV[5] the session id (the member of the T:held sets)
+-- ARGV[5] the session id (the member of the T:held sets),
+-- ARGV[6] how many edges the caller may hold (T:held + T:watch)
 -- Returns {status, holder, epoch, previous holder}:
 --   status 1 granted (free, or ARGV[3] still holds at ARGV[4]): epoch+1
 --   status 2 the caller holds it already: scope updated, same epoch
 --   status 0 held by someone else: nothing written
+--   status -1 the caller holds ARGV[6] edges already: nothing written
 local h = redis.call('HMGET', KEYS[1], 'holder', 'epoch')
 local holder = h[1] or ''
 local epoch = tonumber(h[2] or '0') or 0
@@ -168,6 +180,9 @@ if holder == ARGV[1] then
   return {2, holder, epoch, ''}
 end
 if holder == '' or (ARGV[3] ~= '' and holder == ARGV[3] and epoch == tonumber(ARGV[4])) then
+  if redis.call('SCARD', KEYS[2]) + redis.call('SCARD', KEYS[4]) >= tonumber(ARGV[6]) then
+    return {-1, holder, epoch, ''}
+  end
   epoch = epoch + 1
   redis.call('HSET', KEYS[1], 'holder', ARGV[1], 'scope', ARGV[2], 'epoch', epoch)
   if holder ~= '' then redis.call('SREM', KEYS[3], ARGV[5]) end
@@ -175,6 +190,23 @@ if holder == '' or (ARGV[3] ~= '' and holder == ARGV[3] and epoch == tonumber(AR
   return {1, ARGV[1], epoch, holder}
 end
 return {0, holder, epoch, ''}
+`)
+
+// observeScript records an observer edge.
+var observeScript = redis.NewScript(`
+-- observe: make a party an observer of a session.
+-- KEYS[1] T:obs:<session>, KEYS[2] T:held:<caller>, KEYS[3] T:watch:<caller>
+-- ARGV[1] caller party, ARGV[2] scope, ARGV[3] the session id,
+-- ARGV[4] how many edges the caller may hold (T:held + T:watch)
+-- Returns 1 when recorded (or its scope updated), 0 when the caller holds
+-- ARGV[4] edges already and this one is new (nothing written).
+if redis.call('HEXISTS', KEYS[1], ARGV[1]) == 0 and
+   redis.call('SCARD', KEYS[2]) + redis.call('SCARD', KEYS[3]) >= tonumber(ARGV[4]) then
+  return 0
+end
+redis.call('HSET', KEYS[1], ARGV[1], ARGV[2])
+redis.call('SADD', KEYS[3], ARGV[3])
+return 1
 `)
 
 // releaseScript lets the holder go of a lease.
@@ -245,9 +277,15 @@ func (s *Store) Supervise(ctx context.Context, workspace, session, caller, role,
 	if !validScope(scope) {
 		return Edge{}, "", invalid("scope %q must be self or subtree", scope)
 	}
+	limitErr := fmt.Errorf("%w: a party holds at most %d supervision edges (leases and observed sessions); release one first", ErrLimit, MaxEdgesPerParty)
 	if role == Observer {
-		if err := s.rdb.HSet(ctx, s.obsKey(workspace, session), caller, scope).Err(); err != nil {
+		n, err := observeScript.Run(ctx, s.rdb, []string{s.obsKey(workspace, session), s.heldKey(workspace, caller), s.watchKey(workspace, caller)},
+			caller, scope, session, MaxEdgesPerParty).Int()
+		if err != nil {
 			return Edge{}, "", storage("observe "+session, err)
+		}
+		if n == 0 {
+			return Edge{}, "", limitErr
 		}
 		return Edge{Session: session, Role: Observer, Holder: caller, Scope: scope}, "", nil
 	}
@@ -255,11 +293,11 @@ func (s *Store) Supervise(ctx context.Context, workspace, session, caller, role,
 	replace, replaceEpoch := "", int64(0) // the holder to replace, found dead or taken over
 	replaceDead := false
 	for range 8 {
-		keys := []string{s.ctlKey(workspace, session), s.heldKey(workspace, caller), s.heldKey(workspace, caller)}
+		keys := []string{s.ctlKey(workspace, session), s.heldKey(workspace, caller), s.heldKey(workspace, caller), s.watchKey(workspace, caller)}
 		if replace != "" {
 			keys[2] = s.heldKey(workspace, replace)
 		}
-		res, err := leaseScript.Run(ctx, s.rdb, keys, caller, scope, replace, replaceEpoch, session).Slice()
+		res, err := leaseScript.Run(ctx, s.rdb, keys, caller, scope, replace, replaceEpoch, session, MaxEdgesPerParty).Slice()
 		if err != nil {
 			return Edge{}, "", storage("controller lease of "+session, err)
 		}
@@ -269,6 +307,8 @@ func (s *Store) Supervise(ctx context.Context, workspace, session, caller, role,
 		status, holder, epoch, displaced := epochOf(res[0]), strOf(res[1]), epochOf(res[2]), strOf(res[3])
 		edge := Edge{Session: session, Role: Controller, Holder: holder, Scope: scope, Epoch: epoch}
 		switch status {
+		case -1:
+			return Edge{}, "", limitErr
 		case 1:
 			if displaced != "" && displaced == replace && !replaceDead {
 				return edge, displaced, nil
@@ -316,6 +356,9 @@ func (s *Store) Release(ctx context.Context, workspace, session, caller, role st
 	case Observer:
 		n, err := s.rdb.HDel(ctx, s.obsKey(workspace, session), caller).Result()
 		if err != nil {
+			return storage("release "+session, err)
+		}
+		if err := s.rdb.SRem(ctx, s.watchKey(workspace, caller), session).Err(); err != nil {
 			return storage("release "+session, err)
 		}
 		if n == 0 {

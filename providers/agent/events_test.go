@@ -91,7 +91,10 @@ func TestDecodeBatches(t *testing.T) {
 	if _, _, err := Decode([]byte(batch(101))); !errors.Is(err, ErrTooMany) {
 		t.Fatalf("batch of 101: %v", err)
 	}
-	for _, bad := range []string{"", "[]", "nul", `"x"`, "{", "[1,"} {
+	if raw, isBatch, err := Decode([]byte(" [ ] ")); err != nil || !isBatch || len(raw) != 0 {
+		t.Fatalf("empty batch: %d %v %v, want valid", len(raw), isBatch, err)
+	}
+	for _, bad := range []string{"", "nul", `"x"`, "{", "[1,"} {
 		if _, _, err := Decode([]byte(bad)); !errors.Is(err, ErrMalformed) {
 			t.Errorf("Decode(%q) = %v, want ErrMalformed", bad, err)
 		}

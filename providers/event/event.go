@@ -30,13 +30,20 @@ type Event struct {
 	Seq             string          `json:"seq,omitempty"`
 	Workspace       string          `json:"workspace"`
 	SessionID       string          `json:"sessionid,omitempty"`
-	Lineage         []string        `json:"lineage,omitempty"`
+	Lineage         Lineage         `json:"lineage,omitempty"`
 	Priority        Priority        `json:"priority,omitempty"`
 	CoalesceKey     string          `json:"coalescekey,omitempty"`
 	Terminal        bool            `json:"terminal,omitempty"`
 	Summary         string          `json:"summary,omitempty"`
 	Replay          bool            `json:"replay,omitempty"`
 	Data            json.RawMessage `json:"data,omitempty"`
+	// DataBase64 is binary data: data_base64 in the JSON format, with its
+	// datacontenttype (never set together with Data).
+	DataBase64 []byte `json:"data_base64,omitempty"`
+	// Extensions are a client's own extension attributes (docs/design.md
+	// §2): valid names (ValidExtensionName), each value a JSON scalar. They
+	// are written beside the other attributes, sorted by name.
+	Extensions map[string]json.RawMessage `json:"-"`
 }
 
 // Key is the (source, id) identity of an event: every dedup, ledger and

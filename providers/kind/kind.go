@@ -18,6 +18,7 @@ var (
 	Conflict      = errors.New("conflict")      // 409: the state forbids it now (held, busy, linked elsewhere)
 	Forbidden     = errors.New("forbidden")     // 403: the caller may not
 	TooLarge      = errors.New("too large")     // 413
+	Limit         = errors.New("limit reached") // 422: a per-party or per-workspace bound is reached
 	Unavailable   = errors.New("unavailable")   // 503: a dependency did not answer; retrying is safe
 )
 
@@ -36,7 +37,7 @@ func (e *kinded) Is(target error) bool { return target == e.kind }
 
 // Of returns the kind of err (nil: none).
 func Of(err error) error {
-	for _, k := range []error{Invalid, Unprocessable, NotFound, Conflict, Forbidden, TooLarge, Unavailable} {
+	for _, k := range []error{Invalid, Unprocessable, NotFound, Conflict, Forbidden, TooLarge, Limit, Unavailable} {
 		if errors.Is(err, k) {
 			return k
 		}

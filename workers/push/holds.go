@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -17,6 +18,7 @@ import (
 	"github.com/wakegate/wakegate/delivery/inbox"
 	dpush "github.com/wakegate/wakegate/delivery/push"
 	"github.com/wakegate/wakegate/delivery/supervision"
+	"github.com/wakegate/wakegate/providers/event"
 )
 
 // TypeRelease is the Asynq task type that ends a hold (DESIGN §7): the
@@ -53,11 +55,21 @@ func (p *Pusher) EnqueueDigest(ctx context.Context, workspace, party, webhookID,
 		return "", err
 	}
 	seqs := make([]int64, 0, len(entries))
+	cks := make([]string, 0, len(entries))
 	for _, e := range entries {
 		seqs = append(seqs, e.Seq)
+		ck := e.CoalesceKey
+		var ev event.Event
+		if ck == "" && json.Unmarshal(e.Event, &ev) == nil && ev.Type != "" {
+			ck = inbox.CoalesceKey(&ev) // a held wake's entry, named by its event
+		}
+		cks = append(cks, ck)
+	}
+	if slices.Contains(cks, "") {
+		cks = nil // entries not read from an inbox: acked by seq alone
 	}
 	return webhookID, p.enqueue(ctx, webhookID, payload{Workspace: workspace, Party: party, WebhookID: webhookID,
-		Kind: inbox.KindDigest, Format: ep.Format, Body: string(body), DecidedAt: p.now().UnixMilli(), Seqs: seqs})
+		Kind: inbox.KindDigest, Format: ep.Format, Body: string(body), DecidedAt: p.now().UnixMilli(), Seqs: seqs, CKs: cks})
 }
 
 // rateSource reads a workspace's rate setting (supervision.Store.Settings).
@@ -101,7 +113,7 @@ func (r *Releaser) schedule(ctx context.Context, rl release) error {
 	if rl.Reason == holds.ReasonQuiet {
 		key = rl.Scope
 	}
-	id := DigestWebhookID(r.p.cfg.Prefix, rl.Workspace, key, "release:"+rl.Reason, strconv.FormatInt(rl.At, 10))
+	id := r.taskID(rl.Workspace, key, rl.Reason, rl.At)
 	// Asynq schedules in whole seconds and may run a task up to a second
 	// before its time: round up, so a release never runs before its slot.
 	at := time.UnixMilli(rl.At).Truncate(time.Second).Add(time.Second)
@@ -114,6 +126,17 @@ func (r *Releaser) schedule(ctx context.Context, rl release) error {
 		return fmt.Errorf("schedule release %s of %s: %w", rl.Reason, key, err)
 	}
 	return nil
+}
+
+// taskID is the id of the release task of key (a party, or a quiet's
+// scope) for reason at at (unix ms): one task per slot.
+func (r *Releaser) taskID(workspace, key, reason string, at int64) string {
+	return DigestWebhookID(r.p.cfg.Prefix, workspace, key, "release:"+reason, strconv.FormatInt(at, 10))
+}
+
+// quietEndID is the id of the task lifting scope's quiet at until (ms).
+func (r *Releaser) quietEndID(workspace, scope string, until int64) string {
+	return r.taskID(workspace, scope, holds.ReasonQuiet, until)
 }
 
 // Schedule schedules the release of a recipient's held wakes of reason
@@ -156,10 +179,23 @@ func (r *Releaser) Release(ctx context.Context, workspace, party, reason, slot s
 // LiftQuiet removes the quiet record of scope ("all" or a party) and
 // releases one digest to every recipient it held that no other quiet
 // record still covers. ok is false when there was no such record.
+//
+// The lift scheduled at the record's until (ScheduleQuietEnd) is deleted
+// with it. Should that fail, the task runs at its time, finds no record of
+// that until, and does nothing.
 func (r *Releaser) LiftQuiet(ctx context.Context, workspace, scope string) (digests []holds.Digest, ok bool, err error) {
 	now := r.now()
+	q, err := r.h.GetQuiet(ctx, workspace, scope)
+	if err != nil {
+		return nil, false, err
+	}
 	if ok, err = r.h.DeleteQuiet(ctx, workspace, scope); err != nil {
 		return nil, false, err
+	}
+	if q != nil && !q.Until.IsZero() {
+		// Not found (never scheduled, already run) or active (this is
+		// that task running) leave nothing to cancel.
+		_ = asynq.NewInspectorFromRedisClient(r.p.rdb).DeleteTask(r.queue, r.quietEndID(workspace, scope, q.Until.UnixMilli()))
 	}
 	parties := []string{scope}
 	if scope == holds.ScopeAll {

@@ -3,6 +3,7 @@ package push
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"strings"
 	"testing"
@@ -325,5 +326,29 @@ func TestQuietUntilAndPausedRelease(t *testing.T) {
 	b := bodies(t, rc)[1]
 	if b.Kind != inbox.KindDigest || len(b.Digest) != 2 || !strings.HasPrefix(b.Text, "[pause ended") {
 		t.Fatalf("digest %+v", b)
+	}
+}
+
+// TestQuietOffCancelsItsEnd: lifting a quiet with an until by hand deletes
+// the task scheduled to lift it then.
+func TestQuietOffCancelsItsEnd(t *testing.T) {
+	he := newHoldsEnv(t)
+	until := time.Now().Add(time.Hour)
+	if err := he.h.SetQuiet(he.ctx, ws, holds.Quiet{Scope: "human:gera", By: "human:gera", At: time.Now(), Until: until}); err != nil {
+		t.Fatal(err)
+	}
+	if err := he.rel.ScheduleQuietEnd(he.ctx, ws, "human:gera", until); err != nil {
+		t.Fatal(err)
+	}
+	in := asynq.NewInspectorFromRedisClient(he.rdb)
+	id := he.rel.quietEndID(ws, "human:gera", until.UnixMilli())
+	if info, err := in.GetTaskInfo(he.rel.queue, id); err != nil || info.State != asynq.TaskStateScheduled {
+		t.Fatalf("the quiet's end is not scheduled: %+v %v", info, err)
+	}
+	if _, ok, err := he.rel.LiftQuiet(he.ctx, ws, "human:gera"); err != nil || !ok {
+		t.Fatalf("lift: %v %v", ok, err)
+	}
+	if info, err := in.GetTaskInfo(he.rel.queue, id); !errors.Is(err, asynq.ErrTaskNotFound) {
+		t.Fatalf("the lifted quiet's end is still there: %+v %v", info, err)
 	}
 }

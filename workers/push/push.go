@@ -120,6 +120,55 @@ type Pusher struct {
 	// itself in): its entries escalate at once (DESIGN §8).
 	onDeadLetter func(ctx context.Context, workspace, party, ck string, seqs []int64) error
 	inflight     inflight
+	// rewake decides whether a wake decided when a push's 2xx found its
+	// entry folded past it is pushed now (the holds, DESIGN §7); nil:
+	// always.
+	rewake Rewake
+}
+
+// Rewake takes the holds decision for a wake that Inbox.Pushed decided:
+// push reports whether to push it now (a held one is the holds' to
+// release).
+type Rewake func(ctx context.Context, workspace, party string, res inbox.Result, e *event.Event) (push bool, err error)
+
+// WithRewake sets the holds decision of the wakes decided at a push's
+// 2xx (see caughtUp).
+func (p *Pusher) WithRewake(f Rewake) *Pusher {
+	p.rewake = f
+	return p
+}
+
+// caughtUp finishes a human: party's wake push that got its 2xx (DESIGN
+// §7): the party is caught up with what the push carried — its entry is
+// acked if still at the pushed seq; if the entry folded since, what folded
+// in was never sent, and when the wake-again rule kept it a notice it
+// decides a wake now and is pushed again, so an entry never waits unacked
+// for a push that nothing will send.
+func (p *Pusher) caughtUp(ctx context.Context, workspace, party, ck string, seq int64) error {
+	res, _, err := p.box.Pushed(ctx, workspace, party, ck, seq, p.now())
+	if err != nil || !res.Wake {
+		return err
+	}
+	entry, err := p.box.Get(ctx, workspace, party, ck)
+	if err != nil || entry == nil || entry.Seq != res.Seq {
+		return err // acked or moved on meanwhile: that update decides for itself
+	}
+	raw := entry.Latest
+	if len(raw) == 0 {
+		raw = entry.Event
+	}
+	var e event.Event
+	if err := json.Unmarshal(raw, &e); err != nil {
+		return fmt.Errorf("entry %s of %s: %w", ck, party, err)
+	}
+	if p.rewake != nil {
+		push, err := p.rewake(ctx, workspace, party, res, &e)
+		if err != nil || !push {
+			return err
+		}
+	}
+	p.m.rewakes.Inc()
+	return p.Enqueue(ctx, workspace, party, res, &e)
 }
 
 // New returns a pusher: client enqueues on rdb's Asynq, box is acked for
@@ -212,6 +261,7 @@ type metrics struct {
 	deferred prometheus.Counter
 	dropped  *prometheus.CounterVec
 	dead     prometheus.Counter
+	rewakes  prometheus.Counter
 }
 
 func newMetrics(reg prometheus.Registerer) *metrics {
@@ -223,6 +273,8 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 			Help: "Push attempts by outcome."}, []string{"outcome"}),
 		latency: f.NewHistogram(prometheus.HistogramOpts{Name: "wakegate_push_attempt_duration_seconds",
 			Help: "Duration of push attempts.", Buckets: prometheus.ExponentialBuckets(0.005, 2, 12)}),
+		rewakes: f.NewCounter(prometheus.CounterOpts{Name: "wakegate_push_rewakes_total",
+			Help: "Wakes decided at a push's 2xx for an entry that folded past the pushed seq, and pushed again."}),
 		deferred: f.NewCounter(prometheus.CounterOpts{Name: "wakegate_push_deferred_total",
 			Help: "Push attempts deferred by an open circuit breaker (no attempt consumed)."}),
 		dropped: f.NewCounterVec(prometheus.CounterOpts{Name: "wakegate_push_dropped_total",
@@ -251,11 +303,33 @@ type payload struct {
 	Body       string `json:"body"`
 	DecidedAt  int64  `json:"decided_at"`           // unix ms
 	Redelivery int    `json:"redelivery,omitempty"` // the operator's nth redelivery
-	// Seqs are a digest's entries: a human: party's 2xx acks them.
-	Seqs []int64 `json:"seqs,omitempty"`
+	// Seqs are a digest's entries: a human: party's 2xx acks them. CKs,
+	// when set, are their coalesce keys (the same order), so an entry that
+	// folded past the digest is caught up as a wake's is (caughtUp).
+	Seqs []int64  `json:"seqs,omitempty"`
+	CKs  []string `json:"cks,omitempty"`
 	// CK is a wake's entry (its coalesce key), which escalates at once if
 	// the push dead-letters (the entry may have folded past Seq by then).
 	CK string `json:"ck,omitempty"`
+	// Traceparent and Tracestate are the event's Distributed Tracing
+	// extension, passed on as the push's HTTP headers (docs/design.md §4).
+	Traceparent string `json:"tp,omitempty"`
+	Tracestate  string `json:"ts,omitempty"`
+}
+
+// traceHeader is an event's tracing attribute when it can be an HTTP
+// header value as it is: printable ASCII, at most 512 bytes.
+func traceHeader(e *event.Event, name string) string {
+	v := e.Extension(name)
+	if len(v) > 512 {
+		return ""
+	}
+	for i := 0; i < len(v); i++ {
+		if v[i] < 0x20 || v[i] > 0x7e {
+			return ""
+		}
+	}
+	return v
 }
 
 // Enqueue enqueues the push of one inbox update that decided a wake, when
@@ -303,7 +377,8 @@ func (p *Pusher) EnqueueTo(ctx context.Context, ep *dpush.Endpoint, workspace, p
 		ck = inbox.CoalesceKey(e)
 	}
 	return p.enqueue(ctx, id, payload{Workspace: workspace, Party: party, Seq: res.Seq, WebhookID: id, Kind: res.Kind,
-		Format: ep.Format, Body: string(body), DecidedAt: p.now().UnixMilli(), CK: ck})
+		Format: ep.Format, Body: string(body), DecidedAt: p.now().UnixMilli(), CK: ck,
+		Traceparent: traceHeader(e, "traceparent"), Tracestate: traceHeader(e, "tracestate")})
 }
 
 // entryAt is the entry as the update left it; when it has moved on since
@@ -545,7 +620,19 @@ func (p *Pusher) ProcessTask(ctx context.Context, t *asynq.Task) error {
 func (p *Pusher) delivered(ctx context.Context, pl payload) error {
 	if strings.HasPrefix(pl.Party, "human:") {
 		seqs := pl.Seqs
-		if pl.Seq > 0 {
+		if len(pl.CKs) == len(pl.Seqs) && len(pl.CKs) > 0 {
+			for i, ck := range pl.CKs {
+				if err := p.caughtUp(ctx, pl.Workspace, pl.Party, ck, pl.Seqs[i]); err != nil {
+					return &infraError{err}
+				}
+			}
+			seqs = nil
+		}
+		if pl.Seq > 0 && pl.CK != "" {
+			if err := p.caughtUp(ctx, pl.Workspace, pl.Party, pl.CK, pl.Seq); err != nil {
+				return &infraError{err}
+			}
+		} else if pl.Seq > 0 {
 			seqs = append([]int64{pl.Seq}, seqs...)
 		}
 		if _, err := p.box.Ack(ctx, pl.Workspace, pl.Party, 0, seqs); len(seqs) > 0 && err != nil && !errors.Is(err, inbox.ErrBeyondLast) {
@@ -575,6 +662,12 @@ func (p *Pusher) send(ctx context.Context, ep *dpush.Endpoint, pl payload, now t
 	}
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("User-Agent", "wakegate-push/1")
+	if pl.Traceparent != "" {
+		req.Header.Set("Traceparent", pl.Traceparent)
+		if pl.Tracestate != "" {
+			req.Header.Set("Tracestate", pl.Tracestate)
+		}
+	}
 	dpush.SetHeaders(req.Header, key, pl.WebhookID, now, []byte(pl.Body))
 	resp, err := p.http.Do(req)
 	if err != nil {

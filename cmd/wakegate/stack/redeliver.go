@@ -5,6 +5,7 @@ import (
 	"errors"
 	"net/http"
 
+	"github.com/wakegate/wakegate/delivery/ingest"
 	"github.com/wakegate/wakegate/gateway"
 	"github.com/wakegate/wakegate/providers/event"
 	"github.com/wakegate/wakegate/workers/derive"
@@ -19,10 +20,17 @@ import (
 
 // redeliverers are the gateway's two redeliver dependencies.
 func (s *Stack) redeliverers() (*deliveryRedeliverer, *eventRedeliverer) {
-	return &deliveryRedeliverer{derive.NewRedeliverer(s.Ingest, s.Tracker, s.Journal)}, &eventRedeliverer{s.Router}
+	return &deliveryRedeliverer{derive.NewRedeliverer(s.Ingest, s.Tracker, s.Journal), s.Ingest}, &eventRedeliverer{s.Router}
 }
 
-type deliveryRedeliverer struct{ r *derive.Redeliverer }
+type deliveryRedeliverer struct {
+	r  *derive.Redeliverer
+	in *ingest.Store
+}
+
+func (d *deliveryRedeliverer) DeliveryHooks(ctx context.Context, guid string) ([]string, error) {
+	return d.in.Hooks(ctx, guid)
+}
 
 func (d *deliveryRedeliverer) RedeliverDelivery(ctx context.Context, req gateway.RedeliveryRequest) (any, error) {
 	out, err := d.r.Redeliver(ctx, derive.Request{GUID: req.GUID, Hooks: req.Hooks, By: req.By, RequestID: req.RequestID})

@@ -23,12 +23,14 @@ import (
 	"github.com/wakegate/wakegate/delivery/ingest"
 	"github.com/wakegate/wakegate/delivery/journal"
 	dpush "github.com/wakegate/wakegate/delivery/push"
+	"github.com/wakegate/wakegate/delivery/ratelimit"
 	"github.com/wakegate/wakegate/delivery/sessions"
 	"github.com/wakegate/wakegate/delivery/subscriptions"
 	"github.com/wakegate/wakegate/delivery/supervision"
 	"github.com/wakegate/wakegate/delivery/tracker"
 	"github.com/wakegate/wakegate/gateway"
 	"github.com/wakegate/wakegate/providers/agent"
+	"github.com/wakegate/wakegate/providers/event"
 	"github.com/wakegate/wakegate/providers/github"
 	"github.com/wakegate/wakegate/providers/github/app"
 	"github.com/wakegate/wakegate/workers/derive"
@@ -60,6 +62,9 @@ type Config struct {
 	// The health sweep (DESIGN §9, §11): WAKEGATE_MAX_TURN (default 1h),
 	// WAKEGATE_PR_STUCK_AFTER (6h), WAKEGATE_HEALTH_EVERY (its period, 1m).
 	MaxTurn, PRStuckAfter, HealthEvery time.Duration
+	// MaxSubscriptions caps the live subscriptions of one party
+	// (WAKEGATE_MAX_SUBSCRIPTIONS; default 1,000).
+	MaxSubscriptions int
 }
 
 // Stack is wakegate's state on one Redis and the parts that work on it.
@@ -107,14 +112,24 @@ func New(rdb redis.UniversalClient, cfg Config, log *slog.Logger, reg *prometheu
 	if s.GitHub, err = newGitHubApp(rdb, cfg, configured, log, reg); err != nil {
 		return nil, err
 	}
+	if s.GitHub == nil {
+		app.RegisterOffMetrics(reg) // the alert rules' series, at zero
+	}
 	if s.GitHub != nil {
 		requiredOf = s.GitHub.Required.Lookup // branch protection ∪ rulesets ∪ configured
 	}
-	s.Journal = journal.New(rdb, journal.Config{Prefix: cfg.Prefix, Shards: cfg.Shards, Retention: cfg.Retention, MaxLen: cfg.JournalMaxLen})
+	undecodable := prometheus.NewCounter(prometheus.CounterOpts{Name: "wakegate_journal_undecodable_entries_total",
+		Help: "Journal entries a reader skipped because they cannot be decoded (each counted once per process)."})
+	reg.MustRegister(undecodable)
+	s.Journal = journal.New(rdb, journal.Config{Prefix: cfg.Prefix, Shards: cfg.Shards, Retention: cfg.Retention, MaxLen: cfg.JournalMaxLen,
+		Undecodable: func(seq, reason string) {
+			undecodable.Inc()
+			log.Warn("journal: skipped an undecodable entry; readers pass over it", "seq", seq, "reason", reason)
+		}})
 	s.Sessions = sessions.New(rdb, s.Journal, cfg.SessionTTL)
 	s.Tracker = tracker.New(rdb, s.Journal, tracker.Config{Settle: cfg.ReadySettle, Required: requiredOf, KnownSession: s.Sessions.Known})
 	s.Ingest = ingest.New(rdb, s.Journal)
-	s.Subs = subscriptions.New(rdb, cfg.Prefix)
+	s.Subs = subscriptions.New(rdb, cfg.Prefix).WithMaxPerParty(cfg.MaxSubscriptions)
 	s.Sup = supervision.New(rdb, cfg.Prefix, func(ctx context.Context, ws, party string) (bool, error) {
 		p, err := s.Sessions.Get(ctx, ws, party, time.Now())
 		return err == nil && p.Liveness == sessions.Dead, err
@@ -132,6 +147,32 @@ func New(rdb redis.UniversalClient, cfg Config, log *slog.Logger, reg *prometheu
 	s.Release = pushw.NewReleaser(s.Push, s.Holds, func(ctx context.Context, ws string) (time.Duration, int, error) {
 		st, err := s.Sup.Settings(ctx, ws)
 		return time.Duration(st.Rate.Per), st.Rate.Burst, err
+	})
+	// A wake decided at a push's 2xx (an entry that folded past its push,
+	// DESIGN §7) passes the same holds as one the router decides.
+	s.Push.WithRewake(func(ctx context.Context, ws, party string, res inbox.Result, e *event.Event) (bool, error) {
+		now := time.Now()
+		st, err := s.Sup.Settings(ctx, ws)
+		if err != nil {
+			return false, err
+		}
+		states, err := s.Holds.Lookup(ctx, ws, []string{party}, now)
+		if err != nil {
+			return false, err
+		}
+		state := states[party]
+		if state.Presence.Attended(now) && inbox.AttendedKind(e) != event.KindAlert {
+			return false, nil // attended: the notice rides the next read, as a first one would
+		}
+		dec, err := s.Holds.Decide(ctx, holds.Request{Workspace: ws, Party: party, Result: res, Event: e,
+			Settings: st, Presence: state.Presence, Quiet: &state.Quiet, Now: now})
+		if err != nil || dec.Push {
+			return dec.Push, err
+		}
+		if !dec.Due.IsZero() {
+			return false, s.Release.Schedule(ctx, ws, party, dec.Reason, dec.Due)
+		}
+		return false, nil
 	})
 	// Escalation (DESIGN §8): one timer per recipient on the push queue;
 	// it hooks itself into the pusher's dead letters.
@@ -164,6 +205,12 @@ func (s *Stack) Workers() (components []func(context.Context) error, ready func(
 	periodic := schedule.New(s.Redis, s.prefix, processName(), s.Log, s.Metrics)
 	periodic.Every("sweep-subscriptions", time.Minute, func(ctx context.Context, now time.Time) error {
 		_, err := s.Subs.Sweep(ctx, now)
+		return err
+	})
+	// A batch of agent events across shards whose gateway stopped between
+	// its commit and its fan-out (docs/design.md §4) is applied here.
+	periodic.Every("agent-batches", 10*time.Second, func(ctx context.Context, now time.Time) error {
+		_, err := s.Ingest.RecoverBatches(ctx, now, 30*time.Second)
 		return err
 	})
 	periodic.Every("trim-journal", time.Minute, func(ctx context.Context, now time.Time) error {
@@ -204,6 +251,7 @@ func (s *Stack) Gateway(cfg gateway.Config, verifier *agent.Verifier, ready func
 		Registry: s.Metrics, Gatherer: s.Metrics, Ready: ready,
 		Endpoints: s.Endpoints, DeadLetters: s.Push,
 		Holds: s.Holds, Releaser: s.Release, Health: s.Health,
+		Limiter:   ratelimit.New(s.Redis, s.prefix, ratelimit.Limits{Workspace: cfg.Limits.Workspace, Token: cfg.Limits.Token}),
 		Dashboard: s.dashboardReader(), // dashboard.go
 	}
 	deps.DeliveryRedeliverer, deps.EventRedeliverer = s.redeliverers() // redeliver.go

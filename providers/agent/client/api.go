@@ -114,6 +114,9 @@ type InboxQuery struct {
 	Limit int           // ≤ 1000; 0: the gateway's default (100)
 	Wait  time.Duration // ≤ 60 s: return as soon as an entry decides a wake
 	Party string        // another party's inbox (scope operator)
+	// MinPriority, with Wait, also ends the wait on any entry at this
+	// priority or above, whatever its update decided (an explicit wait).
+	MinPriority event.Priority
 }
 
 // Inbox reads the caller's unacked entries. With Wait it returns at once
@@ -130,6 +133,9 @@ func (c *Client) Inbox(ctx context.Context, q InboxQuery) (*InboxPage, error) {
 	}
 	if q.Party != "" {
 		v.Set("party", q.Party)
+	}
+	if q.MinPriority != "" {
+		v.Set("min_priority", string(q.MinPriority))
 	}
 	wait := waitParam(v, q.Wait)
 	var out InboxPage
@@ -188,15 +194,33 @@ func (c *Client) Subscribe(ctx context.Context, req SubscriptionRequest) (*Subsc
 	return &out, nil
 }
 
-// Subscriptions lists the caller's live subscriptions.
+// Subscriptions lists the caller's live subscriptions, every page of
+// them (a party has at most WAKEGATE_MAX_SUBSCRIPTIONS).
 func (c *Client) Subscriptions(ctx context.Context) ([]Subscription, error) {
-	var out struct {
-		Subscriptions []Subscription `json:"subscriptions"`
+	var all []Subscription
+	after := ""
+	for range 10_000 {
+		var out struct {
+			Subscriptions []Subscription `json:"subscriptions"`
+			Next          string         `json:"next"`
+		}
+		q := url.Values{"limit": {"1000"}}
+		if after != "" {
+			q.Set("after", after)
+		}
+		if _, err := c.do(ctx, call{method: http.MethodGet, path: "/v1/subscriptions", query: q, idempotent: true}, &out); err != nil {
+			return nil, err
+		}
+		all = append(all, out.Subscriptions...)
+		if out.Next == "" || out.Next == after {
+			break
+		}
+		after = out.Next
 	}
-	if _, err := c.do(ctx, call{method: http.MethodGet, path: "/v1/subscriptions", idempotent: true}, &out); err != nil {
-		return nil, err
+	if all == nil {
+		all = []Subscription{}
 	}
-	return out.Subscriptions, nil
+	return all, nil
 }
 
 // Unsubscribe deletes one of the caller's subscriptions (404 when it is
@@ -346,8 +370,9 @@ func (c *Client) Health(ctx context.Context) (*Health, error) {
 }
 
 // ChildToken mints a token for a child session (POST
-// /v1/sessions/{child}/token, scope spawn); a session caller becomes the
-// child's parent and controller.
+// /v1/sessions/{child}/token, scope spawn): for a new session, which a
+// session caller becomes the parent and controller of, or re-issued for one
+// in the caller's own subtree; any other existing session → 403.
 func (c *Client) ChildToken(ctx context.Context, child string, req ChildTokenRequest) (*ChildToken, error) {
 	r := map[string]string{}
 	if req.Scope != "" {

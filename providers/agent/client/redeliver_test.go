@@ -127,8 +127,12 @@ func TestRedeliverDelivery(t *testing.T) {
 		n := len(journaled(t, reader, guid))
 		return n == 1, fmt.Sprintf("%d events %s journaled", n, guid)
 	})
-	if _, err := op.RedeliverDelivery(ctx, guid, ""); client.StatusOf(err) != http.StatusNotFound {
-		t.Fatalf("without its hook: %v, want 404", err)
+	// Found by its GUID alone, under the one hook that holds it.
+	if found, err := op.RedeliverDelivery(ctx, guid, ""); err != nil || found.Hook != "777" {
+		t.Fatalf("without its hook: %+v %v, want found under hook 777", found, err)
+	}
+	if _, err := op.RedeliverDelivery(ctx, "client-"+client.NewID(), ""); client.StatusOf(err) != http.StatusNotFound {
+		t.Fatalf("an unknown delivery: %v, want 404", err)
 	}
 	res, err := op.RedeliverDelivery(ctx, guid, "777")
 	if err != nil {

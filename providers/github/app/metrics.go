@@ -85,3 +85,12 @@ func newReconcileMetrics(reg prometheus.Registerer) *reconcileMetrics {
 	}
 	return m
 }
+
+// RegisterOffMetrics registers, at zero, the App metrics the alert rules
+// read (the sweep's and the reconciliation's), for a process whose App is
+// off: the series exist with every outcome, as they do with the App on,
+// so a rule comparing outcomes never meets an absent one.
+func RegisterOffMetrics(reg prometheus.Registerer) {
+	newSweepMetrics(reg)
+	newReconcileMetrics(reg)
+}
