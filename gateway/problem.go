@@ -52,6 +52,7 @@ var titles = map[string]string{
 	"method-not-allowed": "Method not allowed",
 	"unprocessable":      "Unprocessable request",
 	"not_controller":     "Not the controller",
+	"limit-reached":      "Limit reached",
 }
 
 func newProblem(status int, typ, detail string) *problem {
