@@ -145,9 +145,13 @@ func (s *Server) uiAuth(c *gin.Context) (*uiViewer, bool) {
 		return s.uiViewerOf(c, claims, "")
 	}
 	if user, pass, ok := c.Request.BasicAuth(); ok {
+		if !s.operatorLoginAllowed(c) {
+			return nil, false
+		}
 		if s.operatorPassword(user, pass) {
 			return &uiViewer{Operator: true}, true
 		}
+		s.operatorLoginFailed(c)
 		s.uiChallenge(c)
 		abort(c, newProblem(http.StatusUnauthorized, "unauthenticated", "wrong operator user or password"))
 		return nil, false
@@ -275,10 +279,14 @@ func (s *Server) clearUICookie(c *gin.Context) {
 // uiOperator asks a browser for the operator password.
 func (s *Server) uiOperator(c *gin.Context) {
 	if user, pass, ok := c.Request.BasicAuth(); ok {
+		if !s.operatorLoginAllowed(c) {
+			return
+		}
 		if s.operatorPassword(user, pass) {
 			c.Redirect(http.StatusSeeOther, uiPath+"/")
 			return
 		}
+		s.operatorLoginFailed(c)
 	}
 	s.uiChallenge(c)
 	s.uiRender(c, http.StatusUnauthorized, "login", gin.H{"Error": "operator sign-in needs user operator and the operator password",

@@ -14,6 +14,13 @@ type metrics struct {
 	storeErrors prometheus.Counter
 	panics      prometheus.Counter
 	inflight    prometheus.Gauge
+	unfinished  prometheus.Gauge
+	// bodiesRefused counts bodies refused while they arrived: per_client,
+	// timeout, budget.
+	bodiesRefused *prometheus.CounterVec
+	// operatorLogins counts operator password logins that failed, and
+	// those refused unseen while their address was throttled.
+	operatorLogins *prometheus.CounterVec
 }
 
 func newMetrics(reg prometheus.Registerer) *metrics {
@@ -41,6 +48,21 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		inflight: f.NewGauge(prometheus.GaugeOpts{
 			Name: "wakegate_gateway_inflight_body_bytes", Help: "Bytes of request bodies being read or committed.",
 		}),
+		unfinished: f.NewGauge(prometheus.GaugeOpts{
+			Name: "wakegate_gateway_unfinished_bodies", Help: "Request bodies still arriving.",
+		}),
+		bodiesRefused: f.NewCounterVec(prometheus.CounterOpts{
+			Name: "wakegate_gateway_bodies_refused_total", Help: "Request bodies refused while they arrived, by reason (per_client, timeout, budget).",
+		}, []string{"reason"}),
+	}
+	m.operatorLogins = f.NewCounterVec(prometheus.CounterOpts{
+		Name: "wakegate_gateway_operator_logins_refused_total", Help: "Operator password logins refused, by outcome (failed: a wrong password; throttled: refused unseen, too many failures from the address).",
+	}, []string{"outcome"})
+	for _, o := range []string{"failed", "throttled"} {
+		m.operatorLogins.WithLabelValues(o)
+	}
+	for _, r := range []string{"per_client", "timeout", "budget"} {
+		m.bodiesRefused.WithLabelValues(r)
 	}
 	for _, o := range []string{"accepted", "ignored", "duplicate", "unmapped", "ping", "refused"} {
 		m.webhooks.WithLabelValues(o)

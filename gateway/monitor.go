@@ -5,7 +5,6 @@ import (
 	"crypto/subtle"
 	"encoding/json"
 	"net/http"
-	"regexp"
 	"strings"
 
 	"github.com/gin-gonic/gin"
@@ -55,36 +54,49 @@ type connOpt struct{ make func() redis.UniversalClient }
 
 func (o connOpt) MakeRedisClient() any { return o.make() }
 
-// secretKey matches the JSON keys whose values the monitor never shows.
-var secretKey = regexp.MustCompile(`(?i)secret|token|password|authorization|signature|private`)
+// shownKeys are the task payload fields the monitor shows: ids, type,
+// party, attempt and timing metadata (docs/design.md §10). Every other
+// field — a body, an event, a coalesce key an agent chose, a secret, at
+// any depth or stringified — is replaced by notShown.
+var shownKeys = map[string]bool{
+	"ws": true, "party": true, "seq": true, "seqs": true, "webhook_id": true, "kind": true, "format": true,
+	"decided_at": true, "redelivery": true, "reason": true, "scope": true, "at": true,
+}
 
-// redact renders a task payload with every value under a secret-looking
-// key masked, at any depth; a payload that is not JSON is not shown.
+const notShown = "[not shown]"
+
+// redact renders a task payload (or result) as the monitor shows it: a
+// JSON object keeps the values of shownKeys that are scalars or lists of
+// numbers, every other value is notShown; anything else is not shown.
 func redact(p []byte) string {
-	var v any
+	var v map[string]any
 	if err := json.Unmarshal(p, &v); err != nil {
-		return "(not JSON, not shown)"
+		return "(not a JSON object, not shown)"
 	}
-	b, _ := json.Marshal(mask(v))
+	for k, x := range v {
+		if !shownKeys[k] || !shownValue(x) {
+			v[k] = notShown
+		}
+	}
+	b, _ := json.Marshal(v)
 	return string(b)
 }
 
-func mask(v any) any {
+func shownValue(v any) bool {
 	switch t := v.(type) {
-	case map[string]any:
-		for k, x := range t {
-			if secretKey.MatchString(k) {
-				t[k] = "[redacted]"
-			} else {
-				t[k] = mask(x)
+	case string:
+		return len(t) <= 256
+	case float64, bool, nil:
+		return true
+	case []any:
+		for _, x := range t {
+			if _, ok := x.(float64); !ok {
+				return false
 			}
 		}
-	case []any:
-		for i, x := range t {
-			t[i] = mask(x)
-		}
+		return true
 	}
-	return v
+	return false
 }
 
 // monitorRoutes mounts the monitor behind monitorAuth.
@@ -116,6 +128,9 @@ func (s *Server) monitorAuth(c *gin.Context) {
 		return
 	}
 	if user, pass, ok := c.Request.BasicAuth(); ok && len(s.cfg.OperatorPassword) > 0 {
+		if !s.operatorLoginAllowed(c) {
+			return
+		}
 		// The user is operator (docs/design.md §10). Compare digests:
 		// constant time whatever the lengths.
 		got, want := sha256.Sum256([]byte(pass)), sha256.Sum256(s.cfg.OperatorPassword)
@@ -123,6 +138,7 @@ func (s *Server) monitorAuth(c *gin.Context) {
 			c.Next()
 			return
 		}
+		s.operatorLoginFailed(c)
 	}
 	if len(s.cfg.OperatorPassword) > 0 {
 		c.Writer.Header().Add("WWW-Authenticate", `Basic realm="wakegate monitor", charset="UTF-8"`)

@@ -3,8 +3,10 @@ package gateway_test
 import (
 	"io"
 	"log/slog"
+	"net"
 	"net/http"
 	"net/http/httptest"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -152,6 +154,76 @@ func TestMonitor(t *testing.T) {
 	if status < 400 {
 		t.Fatalf("DELETE a queue through the read-only monitor: %d", status)
 	}
+}
+
+// TestOperatorLoginThrottled (docs/design.md §10): wrong operator passwords
+// from one address are answered 401 up to a burst, then 429 with
+// Retry-After — the right password included, unseen — while another
+// address still gets in; the failures are counted.
+func TestOperatorLoginThrottled(t *testing.T) {
+	// The monitor and the dashboard take the same password: both are
+	// throttled, from one bucket per address.
+	for _, path := range []string{"/monitor/", "/ui/"} {
+		t.Run(strings.Trim(path, "/"), func(t *testing.T) { testLoginThrottled(t, path) })
+	}
+}
+
+func testLoginThrottled(t *testing.T, path string) {
+	url, _ := operatorEnv(t)
+	wrong := func(r *http.Request) { r.SetBasicAuth("operator", "not the password") }
+	right := func(r *http.Request) { r.SetBasicAuth("operator", opPassword) }
+	var status int
+	var h http.Header
+	tries := 0
+	for ; tries < 100; tries++ {
+		if status, h, _ = request(t, http.MethodGet, url+path, wrong); status != http.StatusUnauthorized {
+			break
+		}
+	}
+	if status != http.StatusTooManyRequests || h.Get("Retry-After") == "" || h.Get("Content-Type") != "application/problem+json" {
+		t.Fatalf("after %d wrong passwords: %d (Retry-After %q), want 429 problem+json with Retry-After", tries, status, h.Get("Retry-After"))
+	}
+	if tries > 20 {
+		t.Fatalf("%d wrong passwords answered before the throttle", tries)
+	}
+	if status, _, _ := request(t, http.MethodGet, url+path, right); status != http.StatusTooManyRequests {
+		t.Fatalf("the right password from a throttled address: %d, want 429", status)
+	}
+	spoof := func(r *http.Request) {
+		wrong(r)
+		r.Header.Set("X-Forwarded-For", "203.0.113.9")
+		r.Header.Set("X-Real-IP", "203.0.113.9")
+	}
+	if status, _, _ := request(t, http.MethodGet, url+path, spoof); status != http.StatusTooManyRequests {
+		t.Fatalf("a throttled address naming another in X-Forwarded-For: %d, want 429 (the address is the TCP peer's)", status)
+	}
+	d := net.Dialer{LocalAddr: &net.TCPAddr{IP: net.IPv4(127, 0, 0, 2)}}
+	other := &http.Client{Transport: &http.Transport{DialContext: d.DialContext}}
+	req, _ := http.NewRequest(http.MethodGet, url+path, nil)
+	right(req)
+	resp, err := other.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("the right password from another address: %d, want 200", resp.StatusCode)
+	}
+	_, _, metrics := request(t, http.MethodGet, url+"/metrics", nil)
+	if !strings.Contains(metrics, `wakegate_gateway_operator_logins_refused_total{outcome="failed"} `+strconv.Itoa(tries)) ||
+		!strings.Contains(metrics, `wakegate_gateway_operator_logins_refused_total{outcome="throttled"} 3`) {
+		t.Fatalf("login metrics after %d failures and 3 throttled: %s", tries, grepLines(metrics, "operator_logins"))
+	}
+}
+
+func grepLines(s, sub string) string {
+	var out []string
+	for _, l := range strings.Split(s, "\n") {
+		if strings.Contains(l, sub) {
+			out = append(out, l)
+		}
+	}
+	return strings.Join(out, "\n")
 }
 
 // Basic auth on the monitor is user operator and the operator password

@@ -43,6 +43,7 @@ var titles = map[string]string{
 	"not-found":          "Not found",
 	"unsupported-media":  "Unsupported media type",
 	"too-large":          "Payload too large",
+	"timeout":            "Request timeout",
 	"invalid-events":     "Invalid events",
 	"conflict":           "Conflict",
 	"rate-limited":       "Too many requests",

@@ -38,13 +38,19 @@ type Config struct {
 	WebhookSecrets [][]byte // accepted webhook secrets; required
 	AppID          string   // GitHub App id: X-GitHub-Hook-Installation-Target-ID must match
 	Workspaces     *github.RepoMap[string]
-	MaxBody        int64         // default 25 MB
-	InflightBytes  int64         // bytes of bodies in flight before 503; default 256 MiB
-	Limits         Limits        // ingest rate limits
-	TokenSecret    []byte        // HS256 secret to mint child tokens; nil disables the route
-	TokenIssuer    string        // iss of minted child tokens: WAKEGATE_JWT_ISSUER, so the verifier accepts them
-	CommitTimeout  time.Duration // bound on a commit before 503; default 2.5s (GitHub gets an answer within 3s)
-	PresenceTTL    time.Duration // how long PUT /v1/presence attends without "for"; default 30m (WAKEGATE_PRESENCE_TTL)
+	MaxBody        int64 // default 25 MB
+	InflightBytes  int64 // bytes of bodies in flight before 503; default 256 MiB
+	// BodyTimeout bounds the arrival of a whole request body, from its
+	// request's start (WAKEGATE_BODY_TIMEOUT); default 30s.
+	BodyTimeout time.Duration
+	// BodiesPerClient bounds the request bodies one client address has
+	// unfinished at once (WAKEGATE_BODIES_PER_CLIENT); default 32.
+	BodiesPerClient int
+	Limits          Limits        // ingest rate limits
+	TokenSecret     []byte        // HS256 secret to mint child tokens; nil disables the route
+	TokenIssuer     string        // iss of minted child tokens: WAKEGATE_JWT_ISSUER, so the verifier accepts them
+	CommitTimeout   time.Duration // bound on a commit before 503; default 2.5s (GitHub gets an answer within 3s)
+	PresenceTTL     time.Duration // how long PUT /v1/presence attends without "for"; default 30m (WAKEGATE_PRESENCE_TTL)
 	// OperatorPassword opens /monitor/ with HTTP Basic (user operator),
 	// for a browser (WAKEGATE_OPERATOR_PASSWORD_FILE); empty: tokens only.
 	OperatorPassword []byte
@@ -117,6 +123,8 @@ type Server struct {
 	notifier *fanout // journal appends, per workspace
 	inboxes  *fanout // inbox updates, per party
 	inflight atomic.Int64
+	bodies   *bodyCounter // unfinished bodies per client address
+	logins   *loginThrottle
 	ready    atomic.Bool
 	stopping chan struct{} // closed when Run begins to stop: long-polls answer at once
 	handler  http.Handler
@@ -138,6 +146,12 @@ func New(cfg Config, deps Deps) (*Server, error) {
 	}
 	if cfg.InflightBytes <= 0 {
 		cfg.InflightBytes = 256 << 20
+	}
+	if cfg.BodyTimeout <= 0 {
+		cfg.BodyTimeout = 30 * time.Second
+	}
+	if cfg.BodiesPerClient <= 0 {
+		cfg.BodiesPerClient = 32
 	}
 	if cfg.CommitTimeout <= 0 {
 		cfg.CommitTimeout = 2500 * time.Millisecond
@@ -164,6 +178,8 @@ func New(cfg Config, deps Deps) (*Server, error) {
 		log:      deps.Log.With("component", "gateway"),
 		metrics:  newMetrics(deps.Registry),
 		notifier: journalFanout(deps.Redis, deps.Journal.NotifyChannel(""), deps.Log),
+		bodies:   &bodyCounter{n: map[string]int{}, max: cfg.BodiesPerClient},
+		logins:   newLoginThrottle(cfg.Now),
 	}
 	if deps.Inbox != nil {
 		s.inboxes = inboxFanout(deps.Redis, deps.Inbox, deps.Log)
@@ -239,7 +255,7 @@ func (s *Server) routes() http.Handler {
 	// '/' (event ids do: POST /admin/events/{id}/redeliver); parameters
 	// are unescaped as before.
 	r.UseRawPath = true
-	r.Use(s.observe, s.recoverPanic)
+	r.Use(s.observe, s.recoverPanic, s.guardBody)
 	r.NoRoute(func(c *gin.Context) { abort(c, newProblem(http.StatusNotFound, "not-found", "no such route")) })
 	r.NoMethod(func(c *gin.Context) {
 		abort(c, newProblem(http.StatusMethodNotAllowed, "method-not-allowed", "method not allowed on this route"))

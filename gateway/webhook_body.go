@@ -18,23 +18,27 @@ var webhookBodies = sync.Pool{New: func() any { b := make([]byte, 0, 32<<10); re
 // the 25 MB limit) are read into a buffer of their own.
 const maxPooledBody = 1 << 20
 
+// maxPresized bounds the buffer allocated ahead for a declared length.
+const maxPresized = 256 << 10
+
 // readWebhookBody is readBody for the webhook route: the same limits, the
-// same in-flight budget and the same answers, but the body is read into a
+// same guard and the same answers, but the body is read into a
 // pooled buffer. The caller must not keep body (nor anything aliasing it)
 // after calling release.
 func (s *Server) readWebhookBody(c *gin.Context, limit int64) (body []byte, release func()) {
-	reserve, ok := s.reserveBody(c, limit)
-	if !ok {
+	if !s.checkLength(c, limit) {
 		return nil, nil
 	}
 	bp := webhookBodies.Get().(*[]byte)
 	buf := (*bp)[:0]
-	if n := c.Request.ContentLength; n >= 0 && n < maxPooledBody && int64(cap(buf)) <= n {
+	// Sized by the declared length only up to maxPresized: a length is a
+	// promise, and a sender that declares much and sends slowly must hold
+	// no more memory than it has sent (beyond this bound).
+	if n := c.Request.ContentLength; n >= 0 && n < maxPresized && int64(cap(buf)) <= n {
 		buf = make([]byte, 0, n+1) // +1: the read that sees EOF needs no growth
 	}
 	body, err := readAllInto(buf, http.MaxBytesReader(c.Writer, c.Request.Body, limit))
 	release = func() {
-		s.unreserveBody(reserve)
 		if cap(body) <= maxPooledBody {
 			*bp = body[:0]
 			webhookBodies.Put(bp)

@@ -20,7 +20,7 @@ func TestBatchAcrossShards(t *testing.T) {
 	t.Run("cluster", func(t *testing.T) {
 		t.Parallel()
 		url := startRedisCluster(t)
-		s := &stack{t: t, prefix: "wgb", hookSecret: "hook-batch", jwtSecret: []byte("jwt-secret-batch")}
+		s := &stack{t: t, prefix: "wgb", hookSecret: "hook-secret-batch", jwtSecret: []byte("jwt-secret-batch-0123456789abcdef01")}
 		s.env = map[string]string{
 			"WAKEGATE_REDIS_URL":              url,
 			"WAKEGATE_REDIS_PREFIX":           s.prefix,

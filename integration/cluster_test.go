@@ -24,7 +24,7 @@ import (
 func TestSmokeOnRedisCluster(t *testing.T) {
 	t.Parallel()
 	url := startRedisCluster(t)
-	s := &stack{t: t, prefix: "wgc", hookSecret: "hook-cluster", jwtSecret: []byte("jwt-secret-cluster")}
+	s := &stack{t: t, prefix: "wgc", hookSecret: "hook-secret-cluster", jwtSecret: []byte("jwt-secret-cluster-0123456789abcdef")}
 	s.env = map[string]string{
 		"WAKEGATE_REDIS_URL":              url,
 		"WAKEGATE_REDIS_PREFIX":           s.prefix,

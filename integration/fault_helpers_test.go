@@ -240,7 +240,7 @@ func newFaultStack(t *testing.T, r *privateRedis, extra map[string]string) *stac
 		ReadTimeout: 5 * time.Second, WriteTimeout: 5 * time.Second, PoolSize: 16})
 	t.Cleanup(func() { _ = rdb.Close() })
 	prefix := redistest.Prefix()
-	s := &stack{t: t, rdb: rdb, prefix: prefix, hookSecret: "hook-" + prefix, jwtSecret: []byte("jwt-secret-" + prefix)}
+	s := &stack{t: t, rdb: rdb, prefix: prefix, hookSecret: "hook-secret-" + prefix, jwtSecret: []byte("jwt-secret-0123456789abcdef-" + prefix)}
 	s.env = map[string]string{
 		"WAKEGATE_REDIS_URL":              r.URL(),
 		"WAKEGATE_REDIS_PREFIX":           prefix,

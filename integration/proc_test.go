@@ -43,7 +43,7 @@ type stack struct {
 func newStack(t *testing.T, extra map[string]string) *stack {
 	t.Helper()
 	rdb, prefix := redistest.New(t)
-	s := &stack{t: t, rdb: rdb, prefix: prefix, hookSecret: "hook-" + prefix, jwtSecret: []byte("jwt-secret-" + prefix)}
+	s := &stack{t: t, rdb: rdb, prefix: prefix, hookSecret: "hook-secret-" + prefix, jwtSecret: []byte("jwt-secret-0123456789abcdef-" + prefix)}
 	s.env = map[string]string{
 		"WAKEGATE_REDIS_URL":              redistest.URL(),
 		"WAKEGATE_REDIS_PREFIX":           prefix,
@@ -61,7 +61,7 @@ func newStack(t *testing.T, extra map[string]string) *stack {
 // newEmbeddedStack prepares a serve with no WAKEGATE_REDIS_URL: it embeds
 // its own in-memory Redis. Secrets are passed so the test knows them.
 func newEmbeddedStack(t *testing.T, extra map[string]string) *stack {
-	s := &stack{t: t, prefix: "wg", hookSecret: "hook-embedded", jwtSecret: []byte("jwt-secret-embedded")}
+	s := &stack{t: t, prefix: "wg", hookSecret: "hook-secret-embedded", jwtSecret: []byte("jwt-secret-embedded-0123456789abcdef")}
 	s.env = map[string]string{
 		"WAKEGATE_GITHUB_WEBHOOK_SECRETS": s.hookSecret,
 		"WAKEGATE_JWT_HS256_SECRET":       string(s.jwtSecret),

@@ -18,33 +18,35 @@ import (
 // and a flag of the same name in kebab case; flags win; secrets may also
 // come from <NAME>_FILE and are never flags.
 type config struct {
-	Addr           string
-	WorkerAddr     string
-	RedisURL       string
-	RedisPrefix    string
-	IngestLimits   string
-	WebhookSecrets []string
-	JWTSecret      string
-	JWTPublicKeys  string
-	JWTIssuer      string
-	Workspaces     string
-	RequiredChecks string
-	GitHubAppID    string
-	GitHubAppKey   string // PEM; "" turns the App features off
-	GitHubAPIURL   string
-	SessionTTL     time.Duration
-	PresenceTTL    time.Duration
-	ReadySettle    time.Duration
-	MaxTurn        time.Duration
-	PRStuckAfter   time.Duration
-	HealthEvery    time.Duration
-	Retention      time.Duration
-	JournalMaxLen  int64
-	Shards         int
-	MaxBody        string
-	SecretsFile    string
-	LogLevel       string
-	CPUProfile     string
+	Addr            string
+	WorkerAddr      string
+	RedisURL        string
+	RedisPrefix     string
+	IngestLimits    string
+	WebhookSecrets  []string
+	JWTSecret       string
+	JWTPublicKeys   string
+	JWTIssuer       string
+	Workspaces      string
+	RequiredChecks  string
+	GitHubAppID     string
+	GitHubAppKey    string // PEM; "" turns the App features off
+	GitHubAPIURL    string
+	SessionTTL      time.Duration
+	PresenceTTL     time.Duration
+	ReadySettle     time.Duration
+	MaxTurn         time.Duration
+	PRStuckAfter    time.Duration
+	HealthEvery     time.Duration
+	Retention       time.Duration
+	JournalMaxLen   int64
+	Shards          int
+	MaxBody         string
+	BodyTimeout     time.Duration
+	BodiesPerClient int
+	SecretsFile     string
+	LogLevel        string
+	CPUProfile      string
 
 	AllowPrivateEndpoints bool
 	OperatorPassword      string
@@ -130,6 +132,14 @@ func settings() []setting {
 			return nil
 		}},
 		{"WAKEGATE_MAX_BODY", "25MB", "largest webhook body accepted (GitHub's own cap is 25 MB)", false, str(func(c *config) *string { return &c.MaxBody })},
+		{"WAKEGATE_BODY_TIMEOUT", "30s", "how long a request body may take to arrive, from its request's start (a 25 MB GitHub delivery takes seconds); slower → 408", false, dur(func(c *config) *time.Duration { return &c.BodyTimeout })},
+		{"WAKEGATE_BODIES_PER_CLIENT", "32", "request bodies one client address may have arriving at once; more → 429 (behind a load balancer that does not buffer bodies, every client shares its address)", false, func(c *config, v string) error {
+			_, err := fmt.Sscan(v, &c.BodiesPerClient)
+			if err != nil || c.BodiesPerClient <= 0 {
+				return fmt.Errorf("want a positive integer")
+			}
+			return nil
+		}},
 		{"WAKEGATE_SECRETS_FILE", "", "serve with no secrets: where generated secrets are written when stdout is not a terminal (default: a 0600 file in the temp dir)", false, str(func(c *config) *string { return &c.SecretsFile })},
 		{"WAKEGATE_LOG_LEVEL", "info", "debug, info, warn or error", false, str(func(c *config) *string { return &c.LogLevel })},
 		{"WAKEGATE_CPU_PROFILE", "", "write a CPU profile of the whole run to this file (go tool pprof); wakegate bench sets it with --profile", false, str(func(c *config) *string { return &c.CPUProfile })},

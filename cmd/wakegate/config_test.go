@@ -91,6 +91,52 @@ func TestTokenCommand(t *testing.T) {
 	}
 }
 
+// TestSecretFloors (docs/design.md §10): gateway, worker and serve refuse
+// to start with an HS256 secret under 32 bytes, a webhook secret under 16
+// or an operator password under 12 characters, say how to generate one,
+// and never quote the secret.
+func TestSecretFloors(t *testing.T) {
+	good := map[string]string{
+		"WAKEGATE_REDIS_URL":              "unix-not-a-redis-url", // past the floors, the start stops here
+		"WAKEGATE_JWT_HS256_SECRET":       strings.Repeat("j", 32),
+		"WAKEGATE_GITHUB_WEBHOOK_SECRETS": strings.Repeat("w", 16),
+		"WAKEGATE_OPERATOR_PASSWORD":      "twelve-chars",
+	}
+	for _, tt := range []struct{ name, env, value, want string }{
+		{"hs256", "WAKEGATE_JWT_HS256_SECRET", "k", "openssl rand -hex 32"},
+		{"hs256 31 bytes", "WAKEGATE_JWT_HS256_SECRET", strings.Repeat("k", 31), "at least 32"},
+		{"webhook", "WAKEGATE_GITHUB_WEBHOOK_SECRETS", "s", "openssl rand -hex 20"},
+		{"second webhook secret", "WAKEGATE_GITHUB_WEBHOOK_SECRETS", strings.Repeat("w", 16) + ",short-one", "secret 2 of 2"},
+		{"operator password", "WAKEGATE_OPERATOR_PASSWORD", "hunter2", "openssl rand -base64 18"},
+		{"operator password 11 characters", "WAKEGATE_OPERATOR_PASSWORD", "ééééééééééé", "at least 12"},
+	} {
+		for _, role := range []string{"gateway", "worker", "serve"} {
+			t.Run(tt.name+"/"+role, func(t *testing.T) {
+				for k, v := range good {
+					t.Setenv(k, v)
+				}
+				t.Setenv(tt.env, tt.value)
+				var out, errb bytes.Buffer
+				if code := run([]string{role}, &out, &errb); code == 0 {
+					t.Fatalf("wakegate %s started with %s=%q", role, tt.env, tt.value)
+				}
+				if !strings.Contains(errb.String(), tt.want) || !strings.Contains(errb.String(), tt.env) {
+					t.Fatalf("wakegate %s: %q, want a message naming %s and %q", role, errb.String(), tt.env, tt.want)
+				}
+				if strings.Contains(errb.String(), "short-one") || strings.Contains(errb.String(), "hunter2") {
+					t.Fatalf("the message quotes the secret: %s", errb.String())
+				}
+			})
+		}
+	}
+	// At the floors, the secrets pass (the start then fails on the
+	// Redis URL, not on a secret).
+	if err := checkSecretFloors(&config{JWTSecret: good["WAKEGATE_JWT_HS256_SECRET"],
+		WebhookSecrets: []string{good["WAKEGATE_GITHUB_WEBHOOK_SECRETS"]}, OperatorPassword: "ééééééééééé!"}); err != nil {
+		t.Fatalf("secrets at the floors refused: %v", err)
+	}
+}
+
 // With WAKEGATE_JWT_ISSUER set, `wakegate token` signs with that iss, so a
 // gateway that requires it accepts the token.
 func TestTokenCommandIssuer(t *testing.T) {

@@ -17,6 +17,7 @@ import (
 	"strings"
 	"sync"
 	"time"
+	"unicode/utf8"
 
 	"github.com/alicebob/miniredis/v2"
 	"github.com/prometheus/client_golang/prometheus"
@@ -45,6 +46,9 @@ func runService(ctx context.Context, role string, args []string, stdout, stderr 
 	}
 	cfg, err := parseConfig(fs, args, os.Getenv)
 	if err != nil {
+		return err
+	}
+	if err := checkSecretFloors(cfg); err != nil {
 		return err
 	}
 	log := newLogger(stderr, cfg.LogLevel)
@@ -156,7 +160,34 @@ func buildGateway(cfg *config, st *stack.Stack, ready func() error) (*gateway.Se
 		Addr: cfg.Addr, WebhookSecrets: secrets, AppID: cfg.GitHubAppID, Workspaces: workspaces,
 		MaxBody: maxBody, Limits: limits, TokenSecret: tokenSecret, TokenIssuer: cfg.JWTIssuer, PresenceTTL: cfg.PresenceTTL,
 		OperatorPassword: []byte(cfg.OperatorPassword),
+		BodyTimeout:      cfg.BodyTimeout, BodiesPerClient: cfg.BodiesPerClient,
 	}, verifier, ready)
+}
+
+// Secret floors (docs/design.md §10): a process given a shorter secret
+// refuses to start. Secrets serve generates itself are longer.
+const (
+	minJWTSecret        = 32 // bytes
+	minWebhookSecret    = 16 // bytes
+	minOperatorPassword = 12 // characters
+)
+
+// checkSecretFloors refuses secrets under their floors, saying how to
+// generate one; it never quotes a secret.
+func checkSecretFloors(cfg *config) error {
+	if n := len(cfg.JWTSecret); n > 0 && n < minJWTSecret {
+		return fmt.Errorf("WAKEGATE_JWT_HS256_SECRET is %d bytes; at least %d are required: generate one with `openssl rand -hex 32`", n, minJWTSecret)
+	}
+	for i, s := range cfg.WebhookSecrets {
+		if len(s) < minWebhookSecret {
+			return fmt.Errorf("WAKEGATE_GITHUB_WEBHOOK_SECRETS: secret %d of %d is %d bytes; at least %d are required: generate one with `openssl rand -hex 20` (and set it on the GitHub webhook too)",
+				i+1, len(cfg.WebhookSecrets), len(s), minWebhookSecret)
+		}
+	}
+	if n := utf8.RuneCountInString(cfg.OperatorPassword); n > 0 && n < minOperatorPassword {
+		return fmt.Errorf("WAKEGATE_OPERATOR_PASSWORD is %d characters; at least %d are required: generate one with `openssl rand -base64 18`", n, minOperatorPassword)
+	}
+	return nil
 }
 
 // startCPUProfile profiles the process into path until stop is called.

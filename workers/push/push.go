@@ -11,8 +11,12 @@
 // after the last attempt the push is a dead letter in wakegate's own
 // store, which an operator lists and redelivers.
 //
-// The task payload carries the body, the webhook-id and the endpoint's
-// (workspace, party) — never the secret, which is read at send time.
+// The task payload carries references — the webhook-id, the endpoint's
+// (workspace, party), the inbox seq — never the body nor the secret: the
+// body is stored once under the webhook-id when the wake is decided (the
+// same bytes on every retry) and the secret is read at send time, so the
+// queue and the monitor that shows it hold no event data (docs/design.md
+// §10).
 package push
 
 import (
@@ -285,14 +289,17 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 	for _, o := range []string{"success", "failure", "gone"} {
 		m.attempts.WithLabelValues(o)
 	}
-	for _, r := range []string{"no_endpoint", "disabled", "already_sent"} {
+	for _, r := range []string{"no_endpoint", "disabled", "already_sent", "body_expired"} {
 		m.dropped.WithLabelValues(r)
 	}
 	return m
 }
 
-// payload is a push:deliver task's payload. Body is a string so the bytes
-// signed and sent are exactly the bytes fixed at enqueue.
+// payload is a push:deliver task's payload. Body travels in the payload
+// only between enqueue and ProcessTask's load: enqueue stores it under
+// bodyKey and enqueues without it. A task of an older version may still
+// carry it, and is sent with it. Body is a string so the bytes signed and
+// sent are exactly the bytes fixed at enqueue.
 type payload struct {
 	Workspace  string `json:"ws"`
 	Party      string `json:"party"`
@@ -300,7 +307,7 @@ type payload struct {
 	WebhookID  string `json:"webhook_id"`
 	Kind       string `json:"kind"`
 	Format     string `json:"format"`
-	Body       string `json:"body"`
+	Body       string `json:"body,omitempty"`
 	DecidedAt  int64  `json:"decided_at"`           // unix ms
 	Redelivery int    `json:"redelivery,omitempty"` // the operator's nth redelivery
 	// Seqs are a digest's entries: a human: party's 2xx acks them. CKs,
@@ -403,6 +410,17 @@ func (p *Pusher) entryAt(ctx context.Context, workspace, party string, res inbox
 // enqueue puts one push task on the queue; a task of the same id already
 // there is the same push.
 func (p *Pusher) enqueue(ctx context.Context, taskID string, pl payload) error {
+	// The body first: a task never runs without it. A body already stored
+	// under this webhook-id (a re-run of the routing, a redelivery) stays
+	// as it was, byte for byte; its time to live is renewed.
+	ttl := p.bodyTTL()
+	pipe := p.rdb.Pipeline()
+	pipe.SetNX(ctx, p.bodyKey(pl.WebhookID), pl.Body, ttl)
+	pipe.Expire(ctx, p.bodyKey(pl.WebhookID), ttl)
+	if _, err := pipe.Exec(ctx); err != nil {
+		return fmt.Errorf("store push body %s: %w", pl.WebhookID, err)
+	}
+	pl.Body = ""
 	b, err := json.Marshal(pl)
 	if err != nil {
 		return fmt.Errorf("encode push %s: %w", pl.WebhookID, err)
@@ -427,6 +445,45 @@ func (p *Pusher) enqueue(ctx context.Context, taskID string, pl payload) error {
 func (p *Pusher) maxRetry() int { return len(p.cfg.Schedule) + 1 }
 
 func (p *Pusher) sentKey(id string) string { return p.cfg.Prefix + ":push:sent:" + id }
+
+// bodyKey holds a push's body, by webhook-id, while the push is pending.
+func (p *Pusher) bodyKey(id string) string { return p.cfg.Prefix + ":push:body:" + id }
+
+// bodyTTL outlives every attempt of a push: the whole schedule with its
+// jitter, and two days of breaker deferrals and Retry-After waits on top.
+func (p *Pusher) bodyTTL() time.Duration {
+	var sum time.Duration
+	for _, d := range p.cfg.Schedule {
+		sum += d
+	}
+	return sum + sum/5 + 48*time.Hour
+}
+
+// loadBody fills pl.Body from bodyKey when the task did not carry it; ok
+// is false when the body is gone (past bodyTTL), and the push cannot be
+// sent byte-identical any more.
+func (p *Pusher) loadBody(ctx context.Context, pl *payload) (ok bool, err error) {
+	if pl.Body != "" {
+		return true, nil
+	}
+	b, err := p.rdb.Get(ctx, p.bodyKey(pl.WebhookID)).Result()
+	if errors.Is(err, redis.Nil) {
+		return false, nil
+	}
+	if err != nil {
+		return false, &infraError{err}
+	}
+	pl.Body = b
+	return true, nil
+}
+
+// forgetBody drops a push's stored body once no attempt needs it (a dead
+// letter keeps its own copy). A failure leaves it to expire.
+func (p *Pusher) forgetBody(ctx context.Context, id string) {
+	if err := p.rdb.Del(ctx, p.bodyKey(id)).Err(); err != nil {
+		p.log.Warn("forget push body", "webhook_id", id, "err", err)
+	}
+}
 
 // sentTTL is how long a delivered push is remembered, so a re-run of the
 // routing within it does not send it again.
@@ -554,6 +611,13 @@ func (p *Pusher) ProcessTask(ctx context.Context, t *asynq.Task) error {
 		p.log.Info("push dropped", "webhook_id", pl.WebhookID, "reason", reason)
 		return nil
 	}
+	if ok, err := p.loadBody(ctx, &pl); err != nil {
+		return err
+	} else if !ok {
+		p.m.dropped.WithLabelValues("body_expired").Inc()
+		p.log.Error("push dropped: its body expired before it could be sent", "webhook_id", pl.WebhookID)
+		return fmt.Errorf("push %s: body expired: %w", pl.WebhookID, asynq.SkipRetry)
+	}
 	retried, _ := asynq.GetRetryCount(ctx)
 	maxRetry, ok := asynq.GetMaxRetry(ctx)
 	if !ok {
@@ -589,6 +653,7 @@ func (p *Pusher) ProcessTask(ctx context.Context, t *asynq.Task) error {
 		if err := p.rdb.Set(ctx, p.sentKey(pl.WebhookID), "1", sentTTL).Err(); err != nil {
 			p.log.Warn("remember delivered push", "webhook_id", pl.WebhookID, "err", err)
 		}
+		p.forgetBody(ctx, pl.WebhookID)
 		return p.delivered(ctx, pl)
 	case status == http.StatusGone:
 		p.m.attempts.WithLabelValues("gone").Inc()
@@ -728,6 +793,7 @@ func (p *Pusher) deadLetter(ctx context.Context, pl payload, ep *dpush.Endpoint,
 			return &infraError{err}
 		}
 	}
+	p.forgetBody(ctx, pl.WebhookID) // last: a retry after a storage error above still has it
 	return nil
 }
 
