@@ -13,7 +13,7 @@ import (
 	"github.com/wakegate/wakegate/providers/event"
 )
 
-// The two redeliver routes of DESIGN §11 (scope operator). Both run in the
+// The two redeliver routes of docs/design.md §11 (scope operator). Both run in the
 // gateway's process, synchronously, on the code the workers run (wired by
 // cmd/wakegate/stack): the gateway has Redis, and an operator gets what
 // was done in the answer rather than a task id to chase.

@@ -17,7 +17,7 @@ import (
 	"github.com/wakegate/wakegate/providers/event"
 )
 
-// The brief (DESIGN §7): what a supervisor reads after a restart or a
+// The brief (docs/design.md §7): what a supervisor reads after a restart or a
 // compaction, from state alone.
 
 // briefMaxUnacked bounds the unacked entries a brief reads (and sorts);

@@ -43,7 +43,7 @@ func (s *Server) endpointRoutes(v1, admin *gin.RouterGroup) {
 
 // endpointParty is the party of /v1/endpoints/{party} and the caller's
 // workspace: a party sets its own endpoint with scope inbox, any other
-// party's needs admin (DESIGN §10).
+// party's needs admin (docs/design.md §10).
 func (s *Server) endpointParty(c *gin.Context) (workspace, party string, p *problem) {
 	party = c.Param("party")
 	if _, err := event.ParseParty(party); err != nil {

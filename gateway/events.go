@@ -24,7 +24,7 @@ import (
 // maxPushBody bounds an agent push: 100 events of a few KB each.
 const maxPushBody = 1 << 20
 
-// pushEvents is POST /v1/events (DESIGN §4).
+// pushEvents is POST /v1/events (docs/design.md §4).
 func (s *Server) pushEvents(c *gin.Context) {
 	claims := claimsOf(c)
 	mt := mediaType(c)

@@ -16,7 +16,7 @@ type healthReporter interface {
 	ReportJSON(ctx context.Context, workspace string, now time.Time) (any, error)
 }
 
-// healthRoutes serves GET /v1/health/supervision (DESIGN §9, §10): scope
+// healthRoutes serves GET /v1/health/supervision (docs/design.md §9, §10): scope
 // admin, for the token's workspace; an operator may name another with
 // ?workspace=. Without a reporter the route is not served.
 func (s *Server) healthRoutes(v1 *gin.RouterGroup) {

@@ -133,7 +133,7 @@ func (s *Server) getPresence(c *gin.Context) {
 	c.JSON(http.StatusOK, viewPresence(string(claims.Party()), p, s.cfg.Now()))
 }
 
-// quietScope resolves and authorizes a quiet scope (DESIGN §6, §10):
+// quietScope resolves and authorizes a quiet scope (docs/design.md §6, §10):
 // "self" (or the caller's own party) needs the inbox scope; another party
 // or "all" needs admin or a human: caller. others reports the latter.
 func (s *Server) quietScope(c *gin.Context, scope string) (resolved string, others bool, p *problem) {

@@ -58,7 +58,7 @@ type inboxQuery struct {
 	hasAfter         bool
 	limit            int
 	wait             time.Duration
-	// minPriority, when set, is an explicit waiter's interest (DESIGN
+	// minPriority, when set, is an explicit waiter's interest (docs/design.md
 	// §12, `wakegate wait`): a long-poll also ends on an entry after the
 	// cursor at this priority or above, whatever its update decided.
 	minPriority event.Priority

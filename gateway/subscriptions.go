@@ -15,7 +15,7 @@ import (
 	"github.com/wakegate/wakegate/providers/event"
 )
 
-// Subscriptions (DESIGN §6).
+// Subscriptions (docs/design.md §6).
 
 // createdSubscription is the answer to a create: the subscription, and
 // closed when it was "until: subject_terminal" on a subject that had

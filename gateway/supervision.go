@@ -21,7 +21,7 @@ import (
 	"github.com/wakegate/wakegate/providers/event"
 )
 
-// Supervision, messages and workspace settings (DESIGN §6).
+// Supervision, messages and workspace settings (docs/design.md §6).
 
 // maxSmallBody bounds the JSON bodies of the supervision routes.
 const maxSmallBody = 64 << 10
@@ -66,7 +66,7 @@ func (s *Server) jsonBody(c *gin.Context, v any, shape string) bool {
 }
 
 // dead is the supervision.DeadFunc of the gateway: a party is dead when
-// the registry says so (DESIGN §2); unknown is not dead.
+// the registry says so (docs/design.md §2); unknown is not dead.
 func (s *Server) dead(ctx context.Context, workspace, party string) (bool, error) {
 	rec, err := s.deps.Sessions.Get(ctx, workspace, party, s.cfg.Now())
 	if err != nil {
@@ -125,7 +125,7 @@ func (s *Server) supervise(c *gin.Context) {
 }
 
 // mayTakeOver: an ancestor of the session, a human: caller, or admin
-// (DESIGN §6). Ancestry comes from the registry, never from the client.
+// (docs/design.md §6). Ancestry comes from the registry, never from the client.
 func (s *Server) mayTakeOver(ctx context.Context, claims *agent.Claims, session string) (bool, error) {
 	if claims.Has("admin") || strings.HasPrefix(string(claims.Party()), "human:") {
 		return true, nil

@@ -31,7 +31,7 @@ import (
 
 const tws = "acme"
 
-// env is a gateway with every store of DESIGN §5–§7 on real Redis, and a
+// env is a gateway with every store of docs/design.md §5–§7 on real Redis, and a
 // router to route what it commits.
 type env struct {
 	t     *testing.T

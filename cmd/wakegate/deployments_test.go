@@ -1,6 +1,6 @@
 package main
 
-// The offline check of deployments/ (issue 5: "the compose file and
+// The offline check of deployments/ ("the compose file and
 // manifests are checked in CI offline"): no docker, no cluster, no
 // Prometheus. Everything is compared with the binary itself — the settings
 // table (settings()), the flag parser (parseConfig), the subcommand
@@ -51,7 +51,7 @@ const deployDir = "../../deployments"
 // run() dispatches (checked in checkRole).
 var roles = []string{"serve", "gateway", "worker"}
 
-// cliEnv are the variables of the CLI side (DESIGN §12), not of the
+// cliEnv are the variables of the CLI side (docs/design.md §12), not of the
 // settings table.
 var cliEnv = []string{"WAKEGATE_URL", "WAKEGATE_TOKEN", "WAKEGATE_SESSION"}
 
@@ -1177,7 +1177,7 @@ func exprMetrics(expr string) (names []string, matchers map[string][][3]string) 
 }
 
 // privateLabels are label names that would carry tenant, party or
-// repository names (DESIGN §11: never).
+// repository names (docs/design.md §11: never).
 var privateLabels = []string{"workspace", "tenant", "party", "recipient", "session", "subject", "repo", "repository", "org", "owner", "url", "endpoint"}
 
 // TestAlertRules: deployments/prometheus/alerts.yaml covers the faults that
@@ -1261,7 +1261,7 @@ func TestAlertRules(t *testing.T) {
 			}
 		}
 	}
-	// The faults that matter (issue 5 §9, DESIGN §11) each have a rule.
+	// The faults that matter (docs/design.md §11) each have a rule.
 	for _, need := range []string{
 		"wakegate_redis_up",                   // Redis unreachable: what /readyz checks
 		"wakegate_route_undeliverable_total",  // undeliverable

@@ -25,7 +25,7 @@ import (
 
 // hookBudget bounds everything a hook does after it starts — reading its
 // input, every call to the gateway — so the harness has its answer within
-// 2 s even when the gateway hangs (issue 6 §2: it fails open).
+// 2 s even when the gateway hangs (it fails open).
 const hookBudget = 1500 * time.Millisecond
 
 // stdinBudget bounds reading the harness's JSON: a harness writes it and
@@ -498,7 +498,7 @@ func (h *hook) sessionStart(ctx context.Context, parent, labels string) string {
 }
 
 // prompt reports a turn started by a prompt and hands the model what
-// waits in the session's inbox. Its provenance (DESIGN §12) is the
+// waits in the session's inbox. Its provenance (docs/design.md §12) is the
 // harness's marker (--source) when given; else the sender of the wakegate
 // message the prompt carries (its marker "wakegate message <id>", whose
 // entry in the session's inbox names the sender, or "… from <party>");
@@ -571,7 +571,7 @@ func messageSender(prompt string, page *client.InboxPage) string {
 	return m[2]
 }
 
-// quiet is a prompt that is exactly "quiet" (on) or "quiet off" (DESIGN
+// quiet is a prompt that is exactly "quiet" (on) or "quiet off" (docs/design.md
 // §12): it sets or lifts quiet for the session, keeps the prompt from the
 // model (a block) and shows the person what it did. The person is there,
 // so the session is attended too.
@@ -724,7 +724,7 @@ func capText(s string) string {
 // unacked in the session's inbox (an inbox it cannot read counts as
 // nothing waiting, and is reported). When such entries wait, block is on,
 // and the turn does not already go on because of a stop hook
-// (stop_hook_active), it does not let the turn end blind (DESIGN §12): it
+// (stop_hook_active), it does not let the turn end blind (docs/design.md §12): it
 // blocks, naming each entry on a line, acks them (handed over once) and
 // reports no turn end — the turn goes on.
 func (h *hook) stop(ctx context.Context, block bool) {

@@ -58,7 +58,7 @@ func subjectName(subject string) string {
 
 func hm(t time.Time) string { return t.UTC().Format("15:04") + "Z" }
 
-// Text is a digest's line (DESIGN §7): "[quiet lifted 02:50Z; held
+// Text is a digest's line (docs/design.md §7): "[quiet lifted 02:50Z; held
 // 02:12Z–02:51Z; 7 events] merged: #12 #13 · checks failed: #20 · …",
 // grouped by what happened in the order first seen, naming each subject
 // once per group.
@@ -116,7 +116,7 @@ func Text(reason string, items []Item, now time.Time) string {
 	return b.String()
 }
 
-// Entries are a digest's entries (DESIGN §8 "digest": [<entries>]): one
+// Entries are a digest's entries (docs/design.md §8 "digest": [<entries>]): one
 // per held wake, grouped by label in the order first seen, as the inbox
 // update that decided it.
 func Entries(items []Item) []inbox.Entry {

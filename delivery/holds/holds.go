@@ -1,5 +1,5 @@
-// Package holds decides whether a wake is pushed now or held (DESIGN §7,
-// seed 002's order quiet → PAUSED → attended → rate cap → channel), keeps
+// Package holds decides whether a wake is pushed now or held (docs/design.md §7,
+// the order quiet → PAUSED → attended → rate cap → channel), keeps
 // what is held, and turns it into one digest when the hold ends.
 //
 //   - Presence (PUT /v1/presence): attended until a time (the inbox turns
@@ -385,7 +385,7 @@ const decisionTTL = 72 * time.Hour
 // reaches here). A held wake is recorded for its digest; a re-run for the
 // same seq answers the original decision and records nothing.
 //
-// Quiet hours are a form of quiet (DESIGN §7), so they sit in quiet's
+// Quiet hours are a form of quiet (docs/design.md §7), so they sit in quiet's
 // place, right after an explicit quiet and before PAUSED: a wake that both
 // hold waits for the explicit quiet's lift (one digest, on the human's
 // word), one that only quiet hours hold waits for the period's end. They

@@ -1,4 +1,4 @@
-// Package ingest is the commit point (DESIGN §1): what the gateway writes
+// Package ingest is the commit point (docs/design.md §1): what the gateway writes
 // to Redis, in one atomic single-slot script, before it answers 2xx.
 //
 // A GitHub delivery is committed as its raw body (compressed), its dedup
@@ -260,7 +260,7 @@ type rawMeta struct {
 }
 
 // The raw body is compressed on the request path, before the commit, so
-// what is durable at the 2xx is already the compact record (DESIGN §1).
+// what is durable at the 2xx is already the compact record (docs/design.md §1).
 // SpeedFastest: on octokit's 28 KB pull_request/opened it is 3.2 KB
 // against SpeedDefault's 3.1 KB, both in the same allocation class of
 // Redis (the raw-memory budget is unchanged), and it costs far less CPU

@@ -1,5 +1,5 @@
 // Package push keeps what outbound pushes need in Redis and on the wire
-// (DESIGN §8): the push endpoint of each (workspace, party) with its
+// (docs/design.md §8): the push endpoint of each (workspace, party) with its
 // signing secret, the SSRF guard that keeps pushes off internal networks,
 // Standard Webhooks signing and verification, the bodies (fixed when a
 // wake is decided, under a webhook id derived from the inbox seq), the

@@ -105,7 +105,7 @@ type Resolver interface {
 	LookupNetIP(ctx context.Context, network, host string) ([]netip.Addr, error)
 }
 
-// Guard keeps pushes off internal networks (DESIGN §8): CheckURL at
+// Guard keeps pushes off internal networks (docs/design.md §8): CheckURL at
 // endpoint creation, and DialContext on the resolved address of every
 // connection, so a name that resolves elsewhere later (DNS rebinding) is
 // refused too. It is safe for concurrent use.

@@ -16,7 +16,7 @@ import (
 )
 
 // PauseResurface is how often an idle or stale alarm about a session
-// paused until a time surfaces again after its first sight (seed 003:
+// paused until a time surfaces again after its first sight (
 // the watcher rechecks a paused worker every 4 h instead of nagging).
 const PauseResurface = 4 * time.Hour
 
@@ -37,8 +37,8 @@ func PauseKey(j *journal.Journal, workspace, party string) string {
 }
 
 // IsPauseAlarm reports whether e is a stale or idle alarm about its
-// session, the kind a pause with an until suppresses (DESIGN §7, seed
-// 003): session.stalled (the sweep's "no progress"), and
+// session, the kind a pause with an until suppresses (docs/design.md §7):
+// session.stalled (the sweep's "no progress"), and
 // session.turn_ended with data.idle (the session stopped and waits). Not
 // session.awaiting_input or permission_requested: those are the session
 // asking a question, an open decision someone must take, whatever it

@@ -1,4 +1,4 @@
-// Package sessions is the registry of parties (DESIGN §2): for each
+// Package sessions is the registry of parties (docs/design.md §2): for each
 // session its parent and lineage, labels, lifecycle and busy state, pause,
 // and when it was last seen; for every party, liveness.
 //
@@ -30,7 +30,7 @@ const MaxDepth = 32
 // Liveness of a party.
 type Liveness string
 
-// Liveness values (DESIGN §2).
+// Liveness values (docs/design.md §2).
 const (
 	Unknown Liveness = "unknown" // never seen: a valid recipient and lease holder
 	Live    Liveness = "live"
@@ -216,7 +216,7 @@ local function wg_session(key, typ, now, parent, lineage, labels, paused, reason
   redis.call('HSET', key, 'state', typ)
   if typ == 'session.turn_started' then
     redis.call('HSET', key, 'busy', 'busy', 'busy_at', now)
-    redis.call('HDEL', key, 'paused_until', 'pause_reason') -- working again: the pause is over (seed 003)
+    redis.call('HDEL', key, 'paused_until', 'pause_reason') -- working again: the pause is over
   elseif typ == 'session.turn_ended' or typ == 'session.awaiting_input' or typ == 'session.permission_requested' then
     redis.call('HSET', key, 'busy', 'idle', 'busy_at', now)
   elseif typ == 'session.exited' then

@@ -715,7 +715,7 @@ type Created struct {
 	Closed bool
 }
 
-// CreateWatching is Create followed by the DeathWatch check of DESIGN §6:
+// CreateWatching is Create followed by the DeathWatch check of docs/design.md §6:
 // each exact subject of the new subscription is looked up with terminalOf,
 // and a subscription "until: subject_terminal" whose subject has ended is
 // closed at once. Checking after storing closes the race with a terminal
@@ -740,7 +740,7 @@ func (s *Store) CreateWatching(ctx context.Context, sub Subscription, now time.T
 		}
 	}
 	// A subscription whose every subject has ended can never match again:
-	// it closes, whatever its until (DESIGN §3 DeathWatch).
+	// it closes, whatever its until (docs/design.md §3 DeathWatch).
 	if len(out.Ended) > 0 && (created.Until == UntilSubjectTerminal || len(out.Ended) == len(created.Subjects)) {
 		if _, err := s.remove(ctx, created.Workspace, []string{created.ID}); err != nil {
 			return out, fmt.Errorf("close subscription %s: %w", created.ID, err)

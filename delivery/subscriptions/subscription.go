@@ -1,5 +1,5 @@
-// Package subscriptions stores a workspace's subscriptions (DESIGN §6) and
-// matches events against them through indexes (DESIGN §5): the cost of
+// Package subscriptions stores a workspace's subscriptions (docs/design.md §6) and
+// matches events against them through indexes (docs/design.md §5): the cost of
 // matching one event depends on the subscriptions that could match it,
 // never on the ones that cannot.
 //
@@ -92,7 +92,7 @@ const (
 
 // Delivery modes.
 const (
-	DeliveryWake  = "wake"  // entries wake by the rules of DESIGN §7
+	DeliveryWake  = "wake"  // entries wake by the rules of docs/design.md §7
 	DeliveryInbox = "inbox" // entries only, never a wake
 )
 

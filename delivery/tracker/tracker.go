@@ -1,4 +1,4 @@
-// Package tracker is wakegate's PR tracker (DESIGN §3): per pull request it
+// Package tracker is wakegate's PR tracker (docs/design.md §3): per pull request it
 // keeps state, draft, head, base, reviews and per-sha check results, and
 // derives from them the synthesized events github.pull_request.ready (once
 // per head sha) and github.pull_request.checks_failed, plus the link of a

@@ -1,7 +1,7 @@
 // Package event is the contract every stage of wakegate shares: the
 // CloudEvents 1.0 envelope with wakegate's extension attributes, the
 // vocabulary of types (priority, attended kind, terminal), and the grammar
-// of party ids, types and subjects (DESIGN §2).
+// of party ids, types and subjects (docs/design.md §2).
 //
 // It imports nothing of wakegate's own: providers produce Events, the
 // journal stores them, workers route them.
@@ -74,7 +74,7 @@ func (p Priority) Rank() int {
 	return -1
 }
 
-// Kind is how an attention+ event reaches an attended recipient (DESIGN §7).
+// Kind is how an attention+ event reaches an attended recipient (docs/design.md §7).
 type Kind string
 
 // Kinds of the vocabulary's "attended →" column.
@@ -91,7 +91,7 @@ type Spec struct {
 	Terminal bool
 }
 
-// vocabulary holds the rows of DESIGN §2 whose properties do not depend on
+// vocabulary holds the rows of docs/design.md §2 whose properties do not depend on
 // the event's data. Lookup refines the rest.
 var vocabulary = map[string]Spec{
 	TypeSessionCrashed:             {Critical, KindAlert, false},

@@ -121,7 +121,7 @@ func validRepo(s string) bool {
 	return slash > 0 && slash < len(s)-1
 }
 
-// prActions are the pull_request actions wakegate journals (DESIGN §2).
+// prActions are the pull_request actions wakegate journals (docs/design.md §2).
 var prActions = map[string]bool{
 	"opened": true, "reopened": true, "closed": true, "synchronize": true,
 	"converted_to_draft": true, "ready_for_review": true, "edited": true,

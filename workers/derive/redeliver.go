@@ -20,7 +20,7 @@ import (
 var ErrUnderivable = errors.New("delivery cannot be derived")
 
 // Redeliverer re-derives stored raw deliveries on an operator's request
-// (POST /admin/deliveries/{guid}/redeliver, DESIGN §11), synchronously:
+// (POST /admin/deliveries/{guid}/redeliver, docs/design.md §11), synchronously:
 // the same normalization and tracker script as the deriver, so, as every
 // derivation is idempotent on fact ids, only what is missing is journaled
 // — a repair after a crash or a fixed bug. Each request is recorded in the

@@ -22,7 +22,7 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 	f := promauto.With(reg)
 	m := &metrics{
 		violations: f.NewGaugeVec(prometheus.GaugeOpts{Name: "wakegate_health_violations",
-			Help: "What each invariant of seed 000 §3 counts across workspaces after the last periodic sweep (I3: unacked entries, a measure)."},
+			Help: "What each invariant of docs/design.md §9 counts across workspaces after the last periodic sweep (I3: unacked entries, a measure)."},
 			[]string{"invariant"}),
 		repairs: f.NewCounterVec(prometheus.CounterOpts{Name: "wakegate_health_repairs_total",
 			Help: "Repairs the health sweep made, by invariant (I2: escalation timers scheduled again, I6: watches closed)."},

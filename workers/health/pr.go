@@ -165,7 +165,7 @@ type i6Example struct {
 // can never match again — "until subject_terminal" ones (past watchGrace:
 // the router closes those as it routes the terminal event), and any whose
 // every subject has ended (as a new subscription on ended subjects is
-// closed at once, DESIGN §3). The periodic pass closes them.
+// closed at once, docs/design.md §3). The periodic pass closes them.
 func (r *run) watches(ctx context.Context, subj string, next *soonest) error {
 	t, err := r.s.j.TerminalOf(ctx, r.ws, subj)
 	if err != nil || t == nil {

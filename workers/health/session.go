@@ -186,7 +186,7 @@ func (r *run) drivers(ctx context.Context, subj string, next *soonest) error {
 // time of its last sign of work (turn start or heartbeat), so a re-run or
 // a second sweeper journals nothing twice, and a session that works again
 // and then falls silent again stalls again. The router delivers it like
-// any event (a paused session's alarm is held back there, seed 003).
+// any event (a paused session's alarm is held back there).
 func (r *run) stalled(ctx context.Context, rec *sessions.Session) error {
 	id := strings.TrimPrefix(rec.Party, "session:")
 	busy := rec.BusyAt.UnixMilli()

@@ -27,10 +27,10 @@ import (
 )
 
 // TypeEscalate is the Asynq task type of a recipient's escalation timer
-// (DESIGN §8). It rides the push queue.
+// (docs/design.md §8). It rides the push queue.
 const TypeEscalate = "escalate:check"
 
-// Escalator runs escalation (DESIGN §8): one timer per recipient, an
+// Escalator runs escalation (docs/design.md §8): one timer per recipient, an
 // Asynq task at the earliest due of its armed entries (package
 // delivery/escalate keeps them), whose handler checks every entry due,
 // climbs the ones that escalate one level — an escalated copy in the next
@@ -476,7 +476,7 @@ func (e *Escalator) journal(ctx context.Context, f *event.Event, of *event.Event
 }
 
 // deadLettered is the pusher's dead-letter hook: the entries of a push
-// that became a dead letter escalate at once (DESIGN §8) — the entry of
+// that became a dead letter escalate at once (docs/design.md §8) — the entry of
 // ck, or of each seq still current (a digest's).
 func (e *Escalator) deadLettered(ctx context.Context, ws, party, ck string, seqs []int64) error {
 	var cks []string

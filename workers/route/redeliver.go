@@ -26,7 +26,7 @@ var ErrNotRoutable = errors.New("internal events are never routed")
 var ErrInProgress = errors.New("a redelivery with this request id is in progress")
 
 // RedeliverRequest is an operator's redelivery of a journaled event
-// (POST /admin/events/{id}/redeliver, DESIGN §11).
+// (POST /admin/events/{id}/redeliver, docs/design.md §11).
 type RedeliverRequest struct {
 	// Party, when set, is the only party the event goes to: with the way
 	// it reaches it when the router resolves it as a recipient now, else

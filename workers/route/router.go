@@ -26,7 +26,7 @@ import (
 	"github.com/wakegate/wakegate/providers/event"
 )
 
-// Router decides who must hear each journaled event (DESIGN §5) and
+// Router decides who must hear each journaled event (docs/design.md §5) and
 // delivers it into their inboxes, recording every delivery in the shard's
 // ledger. Routing is idempotent: inbox deliveries are deduplicated on
 // (recipient, event), the undeliverable fault has a fact id, and the
@@ -46,7 +46,7 @@ type Router struct {
 	escalate escalator // nil: no escalation
 }
 
-// escalator keeps the escalation timers (package workers/push, DESIGN §8):
+// escalator keeps the escalation timers (package workers/push, docs/design.md §8):
 // Armed makes sure a recipient's timer runs by its earliest armed due
 // after a delivery armed an entry due at due (zero: not known); idempotent.
 type escalator interface {
@@ -64,7 +64,7 @@ func (r *Router) WithEscalation(e escalator) *Router {
 // holder is presence, quiet and the holds decision (package
 // delivery/holds): the router reads its recipients' presence and quiet
 // before delivering (attended turns attention+ into alert or notice) and
-// asks Decide before pushing a wake (quiet → PAUSED → rate cap; DESIGN §7).
+// asks Decide before pushing a wake (quiet → PAUSED → rate cap; docs/design.md §7).
 type holder interface {
 	Lookup(ctx context.Context, workspace string, parties []string, now time.Time) (map[string]holds.State, error)
 	QueueLookup(ctx context.Context, p redis.Pipeliner, workspace string, parties []string, now time.Time) func() (map[string]holds.State, error)
@@ -184,7 +184,7 @@ func (r *Router) Handle(ctx context.Context, shard int, e *event.Event) error {
 		return r.undeliverable(ctx, e)
 	}
 	to := d.to
-	if err := r.pausedSessions(ctx, e, now, to); err != nil { // seed 003: see paused.go
+	if err := r.pausedSessions(ctx, e, now, to); err != nil { // see paused.go
 		return err
 	}
 	if err := r.deliverAll(ctx, shard, e, to, v, now); err != nil {
@@ -198,7 +198,7 @@ func (r *Router) Handle(ctx context.Context, shard int, e *event.Event) error {
 	return nil
 }
 
-// route resolves who must hear e now (DESIGN §5) and what delivering
+// route resolves who must hear e now (docs/design.md §5) and what delivering
 // needs of what it read (view): gather reads the snapshot, decide applies
 // the rules to it. It writes nothing.
 func (r *Router) route(ctx context.Context, e *event.Event, now time.Time) (decision, *view, error) {
@@ -209,7 +209,7 @@ func (r *Router) route(ctx context.Context, e *event.Event, now time.Time) (deci
 	return decide(snap, v.event), v, nil // the event as routed: its lineage resolved
 }
 
-// snapshot is everything the rules of DESIGN §5 read about one event:
+// snapshot is everything the rules of docs/design.md §5 read about one event:
 // gather reads it from Redis, decide is a pure function of it.
 type snapshot struct {
 	settings supervision.Settings
@@ -222,7 +222,7 @@ type snapshot struct {
 	// edges are the supervision edges of chain's sessions, by session.
 	edges map[string][]supervision.Edge
 	// dead tells which controller candidates are dead; a party absent
-	// from it is not (DESIGN §2: unknown parties are not dead).
+	// from it is not (docs/design.md §2: unknown parties are not dead).
 	dead map[string]bool
 }
 
@@ -234,13 +234,13 @@ type decision struct {
 }
 
 // routed reports whether e is routed at all: wakegate.* and internal
-// events never are (DESIGN §5).
+// events never are (docs/design.md §5).
 func routed(e *event.Event) bool {
 	return !strings.HasPrefix(e.Type, "wakegate.") && e.Priority != event.Internal
 }
 
 // isMessage: a message goes to its target and the target's observers only
-// (DESIGN §7): no subscriber, no controller, no fallback.
+// (docs/design.md §7): no subscriber, no controller, no fallback.
 func isMessage(e *event.Event) bool { return e.Type == event.TypeMessageSent && e.SessionID != "" }
 
 // chainOf is e's session followed by its lineage; nil without a session.
@@ -304,7 +304,7 @@ func mayHear(s *snapshot, e *event.Event) []string {
 	return out
 }
 
-// decide applies the rules of DESIGN §5 to one event and what gather read
+// decide applies the rules of docs/design.md §5 to one event and what gather read
 // about it: subscribers, observers of e's session and of its ancestors
 // with scope subtree, the effective controller (own, an ancestor's
 // subtree controller, the workspace default; a dead one skipped), a
@@ -592,7 +592,7 @@ func (r *Router) deliverAll(ctx context.Context, shard int, e *event.Event, to m
 	seqs := make([]int64, len(parties))
 	err := each(ctx, len(parties), recipientParallel, func(ctx context.Context, i int) error {
 		party, rc, st := parties[i], to[parties[i]], states[parties[i]]
-		var escalateAt time.Time // DESIGN §8: see escalate.Eligible
+		var escalateAt time.Time // docs/design.md §8: see escalate.Eligible
 		if r.escalate != nil && escalate.Eligible(rc.via, rc.mode, rc.controller, e.Priority) {
 			escalateAt = now.Add(time.Duration(settings.EscalateAfter))
 		}

@@ -24,7 +24,7 @@ func init() {
 	}
 }
 
-// fleetTarget is issue 7's sustained rate for fleet.
+// fleetTarget is the sustained rate for fleet.
 const fleetTarget = 600
 
 // runFleet measures the baseline, sets the fleet up through the API,
@@ -248,7 +248,7 @@ var agentTurn = [20]string{
 }
 
 // attentionTurns are the agentTurn kinds of priority attention or more
-// (DESIGN §2 vocabulary): each must wake the session's supervisor.
+// (docs/design.md §2 vocabulary): each must wake the session's supervisor.
 var attentionTurns = map[string]bool{"idle": true, event.TypeSessionAwaitingInput: true, "message": true,
 	event.TypeSessionPermissionRequested: true, event.TypeSessionCrashed: true}
 
@@ -472,7 +472,7 @@ func (l *sentLog) addStory(s *story) {
 func (f *fleet) rows(r *runner, res, bl Result, chk *Check) {
 	rep, o := r.rep, f.o
 	world := fmt.Sprintf("%d sessions, %d supervisors, %d PRs", len(f.members), len(f.sups), len(f.slots))
-	want := float64(fleetTarget) // issue 7's figure for fleet; a soak is held to the rate it offers
+	want := float64(fleetTarget) // the target for fleet; a soak is held to the rate it offers
 	if o.Scenario != "fleet" {
 		want = o.Rate
 	}
