@@ -137,7 +137,7 @@ func (w *world) faults() int {
 	return len(evs)
 }
 
-// Seed 000 failure 1: attention points of root sessions reached nobody.
+// Field failure 1 (docs/design.md, "Why"): attention points of root sessions reached nobody.
 func TestRootSessionsReachTheDefaultController(t *testing.T) {
 	w := newWorld(t)
 	w.settings(`{"default_controller":"session:boss"}`)
