@@ -12,7 +12,7 @@ import (
 	"github.com/wakegate/wakegate/providers/github/app"
 )
 
-// The GitHub App side (DESIGN §11): the on-demand missed-delivery sweep
+// The GitHub App side (docs/design.md §11): the on-demand missed-delivery sweep
 // and the baseline fetch of a subscribed PR (package providers/github/app).
 
 // githubSweeper asks GitHub to redeliver what never got through.

@@ -13,7 +13,7 @@ import (
 	"github.com/wakegate/wakegate/providers/event"
 )
 
-// The two redeliver routes of DESIGN §11 (scope operator). Both run in the
+// The two redeliver routes of docs/design.md §11 (scope operator). Both run in the
 // gateway's process, synchronously, on the code the workers run (wired by
 // cmd/wakegate/stack): the gateway has Redis, and an operator gets what
 // was done in the answer rather than a task id to chase.
@@ -141,7 +141,7 @@ func (s *Server) redeliverEvent(c *gin.Context) {
 	}
 	found, err := s.deps.Journal.Find(c.Request.Context(), source, id)
 	if err != nil {
-		s.storeProblem(c, "journal", err)
+		s.fail(c, "journal", err)
 		return
 	}
 	if subject, ok := c.GetQuery("subject"); ok {
@@ -190,7 +190,7 @@ func (s *Server) redeliveryFailed(c *gin.Context, what string, err error) bool {
 		}
 		abort(c, newProblem(refused.Status, typ, refused.Detail))
 	default:
-		s.storeProblem(c, what, err)
+		s.fail(c, what, err)
 	}
 	return true
 }

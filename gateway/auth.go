@@ -13,7 +13,7 @@ import (
 )
 
 // authenticate verifies the bearer token of every /v1 route and records
-// that its party was seen (DESIGN §2 liveness).
+// that its party was seen (docs/design.md §2 liveness).
 func (s *Server) authenticate(c *gin.Context) {
 	h := c.GetHeader("Authorization")
 	tok, ok := strings.CutPrefix(h, "Bearer ")

@@ -42,7 +42,7 @@ func readProblem(err error) *problem {
 	var tooBig *http.MaxBytesError
 	switch {
 	case errors.As(err, &tooBig):
-		return newProblem(http.StatusRequestEntityTooLarge, "too-large", "body over the size limit")
+		return problemFor(err)
 	case errors.Is(err, errBodyTimeout):
 		return newProblem(http.StatusRequestTimeout, "timeout", "the body did not arrive in time (WAKEGATE_BODY_TIMEOUT)")
 	case errors.Is(err, errInflightFull):

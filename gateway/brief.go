@@ -17,7 +17,7 @@ import (
 	"github.com/wakegate/wakegate/providers/event"
 )
 
-// The brief (DESIGN §7): what a supervisor reads after a restart or a
+// The brief (docs/design.md §7): what a supervisor reads after a restart or a
 // compaction, from state alone.
 
 // briefMaxUnacked bounds the unacked entries a brief reads (and sorts);
@@ -68,32 +68,32 @@ func (s *Server) brief(c *gin.Context) {
 	ctx, now := c.Request.Context(), s.cfg.Now()
 	cursor, err := s.journalEnd(ctx) // first: the reader reads on from here and misses nothing after
 	if err != nil {
-		s.storeProblem(c, "brief", err)
+		s.fail(c, "brief", err)
 		return
 	}
 	next, err := s.deps.Inbox.Last(ctx, ws, party)
 	if err != nil {
-		s.storeProblem(c, "brief", err)
+		s.fail(c, "brief", err)
 		return
 	}
 	leases, err := s.deps.Sup.HeldBy(ctx, ws, party)
 	if err != nil {
-		s.supervisionProblem(c, "brief", err)
+		s.fail(c, "brief", err)
 		return
 	}
 	subs, err := s.deps.Subs.List(ctx, ws, party)
 	if err != nil {
-		s.storeProblem(c, "brief", err)
+		s.fail(c, "brief", err)
 		return
 	}
 	unacked, err := s.allUnacked(ctx, ws, party)
 	if err != nil {
-		s.storeProblem(c, "brief", err)
+		s.fail(c, "brief", err)
 		return
 	}
 	decisions, subjects, err := s.openWork(ctx, ws, leases, unacked, now)
 	if err != nil {
-		s.storeProblem(c, "brief", err)
+		s.fail(c, "brief", err)
 		return
 	}
 	c.JSON(http.StatusOK, gin.H{"party": party, "workspace": ws, "leases": leases, "subscriptions": subs,
@@ -147,7 +147,7 @@ func (s *Server) openWork(ctx context.Context, ws string, leases []supervision.E
 		if err != nil {
 			return nil, nil, err
 		}
-		if o != nil && (o.State == "session.awaiting_input" || o.State == "session.permission_requested") {
+		if o != nil && (o.State == event.TypeSessionAwaitingInput || o.State == event.TypeSessionPermissionRequested) {
 			decisions = append(decisions, openDecision{Session: l.Session, Type: o.State, Since: o.idleAt})
 		}
 	}

@@ -221,7 +221,7 @@ func (s *Server) uiWorkspace(c *gin.Context, v *uiViewer) (string, []string, boo
 	}
 	all, err := s.deps.Dashboard.Workspaces(c.Request.Context())
 	if err != nil {
-		s.storeProblem(c, "dashboard", err)
+		s.fail(c, "dashboard", err)
 		return "", nil, false
 	}
 	if want == "" {
@@ -389,25 +389,25 @@ func (s *Server) uiRead(c *gin.Context, v *uiViewer, ws string, all []string, of
 	view.Query = q.Encode()
 	version, err := s.uiVersion(ctx, ws, v.Party)
 	if err != nil {
-		s.storeProblem(c, "dashboard", err)
+		s.fail(c, "dashboard", err)
 		return nil, false
 	}
 	view.Version = version
 	// The health report first: it files what the journal gained into the
 	// index the fleet and PRs are listed from.
 	if view.Health, err = s.deps.Dashboard.Health(ctx, ws, now); err != nil {
-		s.storeProblem(c, "dashboard", err)
+		s.fail(c, "dashboard", err)
 		return nil, false
 	}
 	if v.Party != "" {
 		if view.Inbox, err = s.deps.Dashboard.Inbox(ctx, ws, v.Party, dashboard.MaxInbox, now); err != nil {
-			s.storeProblem(c, "dashboard", err)
+			s.fail(c, "dashboard", err)
 			return nil, false
 		}
 		view.CSRF = s.csrfToken(v.cookie)
 	}
 	if view.Fleet, err = s.deps.Dashboard.Fleet(ctx, ws, offset, limit, view.Inbox.Blockers(), now); err != nil {
-		s.storeProblem(c, "dashboard", err)
+		s.fail(c, "dashboard", err)
 		return nil, false
 	}
 	if view.Filter != "" {
@@ -423,7 +423,7 @@ func (s *Server) uiRead(c *gin.Context, v *uiViewer, ws string, all []string, of
 		walk(view.Fleet.Roots)
 	}
 	if view.PRs, err = s.deps.Dashboard.PullRequests(ctx, ws, 0, prs, now); err != nil {
-		s.storeProblem(c, "dashboard", err)
+		s.fail(c, "dashboard", err)
 		return nil, false
 	}
 	return view, true
@@ -492,7 +492,7 @@ func (s *Server) uiLive(c *gin.Context) {
 	}
 	version, err := s.uiVersion(ctx, ws, v.Party)
 	if err != nil {
-		s.storeProblem(c, "dashboard", err)
+		s.fail(c, "dashboard", err)
 		return
 	}
 	if version == c.Query("v") {
@@ -574,7 +574,7 @@ func (s *Server) uiAck(c *gin.Context) {
 		abort(c, newProblem(http.StatusBadRequest, "malformed", "no such entry; nothing was acked"))
 		return
 	case err != nil:
-		s.storeProblem(c, "ack", err)
+		s.fail(c, "ack", err)
 		return
 	}
 	s.uiAfterWrite(c, v, fmt.Sprintf("acked %d", n))
@@ -611,19 +611,19 @@ func (s *Server) uiQuiet(c *gin.Context) {
 			q.Until = t.UTC()
 		}
 		if err := s.deps.Holds.SetQuiet(ctx, v.Workspace, q); err != nil {
-			s.storeProblem(c, "quiet", err)
+			s.fail(c, "quiet", err)
 			return
 		}
 		if !q.Until.IsZero() {
 			if err := s.deps.Releaser.ScheduleQuietEnd(ctx, v.Workspace, v.Party, q.Until); err != nil {
-				s.storeProblem(c, "quiet", err)
+				s.fail(c, "quiet", err)
 				return
 			}
 		}
 		s.uiAfterWrite(c, v, "quiet on")
 	case "off":
 		if _, _, err := s.deps.Releaser.LiftQuiet(ctx, v.Workspace, v.Party); err != nil {
-			s.storeProblem(c, "quiet", err)
+			s.fail(c, "quiet", err)
 			return
 		}
 		s.uiAfterWrite(c, v, "quiet off")

@@ -43,7 +43,7 @@ func (s *Server) endpointRoutes(v1, admin *gin.RouterGroup) {
 
 // endpointParty is the party of /v1/endpoints/{party} and the caller's
 // workspace: a party sets its own endpoint with scope inbox, any other
-// party's needs admin (DESIGN §10).
+// party's needs admin (docs/design.md §10).
 func (s *Server) endpointParty(c *gin.Context) (workspace, party string, p *problem) {
 	party = c.Param("party")
 	if _, err := event.ParseParty(party); err != nil {
@@ -120,11 +120,8 @@ func (s *Server) putEndpoint(c *gin.Context) {
 		p.Title = "Endpoint address refused"
 		abort(c, p)
 		return
-	case errors.Is(err, push.ErrInvalid):
-		abort(c, newProblem(http.StatusBadRequest, "malformed", err.Error()))
-		return
 	case err != nil:
-		s.storeProblem(c, "endpoints", err)
+		s.fail(c, "endpoints", err)
 		return
 	}
 	status := http.StatusOK
@@ -143,7 +140,7 @@ func (s *Server) getEndpoint(c *gin.Context) {
 	}
 	ep, err := s.deps.Endpoints.Get(c.Request.Context(), workspace, party)
 	if err != nil {
-		s.storeProblem(c, "endpoints", err)
+		s.fail(c, "endpoints", err)
 		return
 	}
 	if ep == nil {
@@ -163,7 +160,7 @@ func (s *Server) deleteEndpoint(c *gin.Context) {
 	}
 	ok, err := s.deps.Endpoints.Delete(c.Request.Context(), workspace, party)
 	if err != nil {
-		s.storeProblem(c, "endpoints", err)
+		s.fail(c, "endpoints", err)
 		return
 	}
 	if !ok {
@@ -189,7 +186,7 @@ func (s *Server) listDeadLetters(c *gin.Context) {
 	}
 	ds, total, err := s.deps.DeadLetters.DeadLetters(c.Request.Context(), limit)
 	if err != nil {
-		s.storeProblem(c, "dead letters", err)
+		s.fail(c, "dead letters", err)
 		return
 	}
 	out := make([]deadLetterView, 0, len(ds))
@@ -217,7 +214,7 @@ func (s *Server) redeliverDeadLetter(c *gin.Context) {
 		abort(c, newProblem(http.StatusConflict, "conflict", "the dead letter's party has no enabled push endpoint; PUT one first"))
 		return
 	case err != nil:
-		s.storeProblem(c, "dead letters", err)
+		s.fail(c, "dead letters", err)
 		return
 	}
 	c.JSON(http.StatusAccepted, gin.H{"id": d.ID, "party": d.Party, "redeliveries": d.Redeliveries, "status": "queued"})

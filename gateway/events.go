@@ -24,7 +24,7 @@ import (
 // maxPushBody bounds an agent push: 100 events of a few KB each.
 const maxPushBody = 1 << 20
 
-// pushEvents is POST /v1/events (DESIGN §4).
+// pushEvents is POST /v1/events (docs/design.md §4).
 func (s *Server) pushEvents(c *gin.Context) {
 	claims := claimsOf(c)
 	mt := mediaType(c)
@@ -91,14 +91,14 @@ func (s *Server) pushEvents(c *gin.Context) {
 	}
 	ctx, cancel := s.commitContext(c)
 	defer cancel()
-	items, p := s.resolve(ctx, claims, prepared, now)
+	items, p := s.resolve(ctx, c, claims, prepared, now)
 	if p != nil {
 		abort(c, p)
 		return
 	}
 	results, err := s.deps.Ingest.CommitEvents(ctx, claims.Workspace, string(claims.Party()), items, now)
 	if err != nil {
-		s.storeProblem(c, "events", err)
+		s.fail(c, "events", err)
 		return
 	}
 	type accepted struct {
@@ -153,13 +153,15 @@ func tokenKey(c *agent.Claims) string {
 // repositories of PR claims, existing links (refusing a second claimant),
 // and only then the claims. A claim is idempotent and written before the
 // events are: a push retried after a failed commit claims again harmlessly.
-func (s *Server) resolve(ctx context.Context, claims *agent.Claims, prepared []*agent.Prepared, now time.Time) ([]ingest.Item, *problem) {
+//
+// A storage failure is answered with failed's problem (logged, counted).
+func (s *Server) resolve(ctx context.Context, gc *gin.Context, claims *agent.Claims, prepared []*agent.Prepared, now time.Time) ([]ingest.Item, *problem) {
 	items := make([]ingest.Item, len(prepared))
 	var errs []*agent.EventError
 	for i, p := range prepared {
 		e := p.Event
 		items[i] = ingest.Item{Event: e, Labels: p.Labels, PausedUntil: p.PausedUntil, Reason: p.Reason,
-			Journal: e.Type != "session.heartbeat"}
+			Journal: e.Type != event.TypeSessionHeartbeat}
 		if p.Parent != "" {
 			lineage, err := s.deps.Sessions.LineageFor(ctx, e.Workspace, e.SessionID, p.Parent, now)
 			if errors.Is(err, sessions.ErrCycle) {
@@ -167,7 +169,7 @@ func (s *Server) resolve(ctx context.Context, claims *agent.Claims, prepared []*
 				continue
 			}
 			if err != nil {
-				return nil, unavailable("storage unavailable; retry")
+				return nil, s.failed(gc, "lineage", err)
 			}
 			items[i].Parent, items[i].Lineage = p.Parent, lineage
 		}
@@ -178,12 +180,15 @@ func (s *Server) resolve(ctx context.Context, claims *agent.Claims, prepared []*
 			}
 			holder, err := s.deps.Linker.Link(ctx, claims.Workspace, c.Repo, c.Number)
 			if err != nil {
-				return nil, unavailable("storage unavailable; retry")
+				return nil, s.failed(gc, "pull request link", err)
 			}
 			if holder != "" && holder != e.SessionID {
 				// Claiming again writes only the wakegate.link_conflict record.
 				if _, err := s.deps.Linker.Claim(ctx, claims.Workspace, c.Repo, c.Number, e.SessionID, now); !errors.Is(err, tracker.ErrLinkConflict) {
-					return nil, unavailable("storage unavailable; retry")
+					if err == nil {
+						err = errors.New("claim of a linked pull request succeeded")
+					}
+					return nil, s.failed(gc, "pull request claim", err)
 				}
 				return nil, linkConflict(c, holder)
 			}
@@ -199,7 +204,7 @@ func (s *Server) resolve(ctx context.Context, claims *agent.Claims, prepared []*
 				return nil, linkConflict(c, holder)
 			}
 			if err != nil {
-				return nil, unavailable("storage unavailable; retry")
+				return nil, s.failed(gc, "pull request claim", err)
 			}
 		}
 	}
@@ -278,7 +283,7 @@ func (s *Server) readEvents(c *gin.Context) {
 		evs, next, err := s.deps.Journal.Read(c.Request.Context(), cursor, f, limit)
 		if err != nil {
 			stop()
-			s.storeProblem(c, "read", err)
+			s.fail(c, "read", err)
 			return
 		}
 		remaining := time.Until(deadline)
@@ -422,13 +427,13 @@ func (s *Server) childToken(c *gin.Context) {
 		return
 	}
 	if err != nil {
-		s.storeProblem(c, "parent", err)
+		s.fail(c, "parent", err)
 		return
 	}
 	parent := res.Parent
 	if res.Created && parent != "" && s.deps.Sup != nil { // the spawner controls its new child unless one is set
 		if err := s.deps.Sup.SetDefaultController(ctx, claims.Workspace, child, parent); err != nil {
-			s.storeProblem(c, "parent", err)
+			s.fail(c, "parent", err)
 			return
 		}
 	}

@@ -14,7 +14,7 @@ import (
 	"github.com/wakegate/wakegate/providers/github"
 )
 
-// githubWebhook is POST /webhooks/github (DESIGN §3): verify, parse and
+// githubWebhook is POST /webhooks/github (docs/design.md §3): verify, parse and
 // normalize, commit (the raw body, and the fact for the deriver), answer.
 // Folding the fact into the tracker and journaling it are derivations.
 func (s *Server) githubWebhook(c *gin.Context) {
@@ -80,7 +80,7 @@ func (s *Server) githubWebhook(c *gin.Context) {
 	defer cancel()
 	res, err := s.deps.Ingest.CommitDelivery(ctx, d)
 	if err != nil {
-		s.storeProblem(c, "delivery", err)
+		s.fail(c, "delivery", err)
 		return
 	}
 	if res != ingest.Committed {

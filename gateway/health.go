@@ -16,7 +16,7 @@ type healthReporter interface {
 	ReportJSON(ctx context.Context, workspace string, now time.Time) (any, error)
 }
 
-// healthRoutes serves GET /v1/health/supervision (DESIGN §9, §10): scope
+// healthRoutes serves GET /v1/health/supervision (docs/design.md §9, §10): scope
 // admin, for the token's workspace; an operator may name another with
 // ?workspace=. Without a reporter the route is not served.
 func (s *Server) healthRoutes(v1 *gin.RouterGroup) {
@@ -46,7 +46,7 @@ func (s *Server) supervisionHealth(c *gin.Context) {
 	}
 	report, err := s.deps.Health.ReportJSON(c.Request.Context(), ws, s.cfg.Now())
 	if err != nil {
-		s.storeProblem(c, "health report", err)
+		s.fail(c, "health report", err)
 		return
 	}
 	c.JSON(http.StatusOK, report)

@@ -2,7 +2,6 @@ package gateway
 
 import (
 	"context"
-	"errors"
 	"net/http"
 	"strings"
 	"time"
@@ -111,12 +110,12 @@ func (s *Server) putPresence(c *gin.Context) {
 	ctx, cancel := s.commitContext(c)
 	defer cancel()
 	if err := s.deps.Holds.SetPresence(ctx, ws, party, p, now); err != nil {
-		s.storeProblem(c, "presence", err)
+		s.fail(c, "presence", err)
 		return
 	}
 	if p.Paused(now) && s.deps.Releaser != nil { // its end releases what it held, as one digest
 		if err := s.deps.Releaser.Schedule(ctx, ws, party, holds.ReasonPaused, p.PausedUntil); err != nil {
-			s.storeProblem(c, "presence", err)
+			s.fail(c, "presence", err)
 			return
 		}
 	}
@@ -128,13 +127,13 @@ func (s *Server) getPresence(c *gin.Context) {
 	claims := claimsOf(c)
 	p, err := s.deps.Holds.GetPresence(c.Request.Context(), claims.Workspace, string(claims.Party()))
 	if err != nil {
-		s.storeProblem(c, "presence", err)
+		s.fail(c, "presence", err)
 		return
 	}
 	c.JSON(http.StatusOK, viewPresence(string(claims.Party()), p, s.cfg.Now()))
 }
 
-// quietScope resolves and authorizes a quiet scope (DESIGN §6, §10):
+// quietScope resolves and authorizes a quiet scope (docs/design.md §6, §10):
 // "self" (or the caller's own party) needs the inbox scope; another party
 // or "all" needs admin or a human: caller. others reports the latter.
 func (s *Server) quietScope(c *gin.Context, scope string) (resolved string, others bool, p *problem) {
@@ -205,16 +204,12 @@ func (s *Server) putQuiet(c *gin.Context) {
 	ctx, cancel := s.commitContext(c)
 	defer cancel()
 	if err := s.deps.Holds.SetQuiet(ctx, ws, q); err != nil {
-		if errors.Is(err, holds.ErrLimit) {
-			abort(c, newProblem(http.StatusUnprocessableEntity, "limit-reached", err.Error()))
-			return
-		}
-		s.storeProblem(c, "quiet", err)
+		s.fail(c, "quiet", err)
 		return
 	}
 	if !q.Until.IsZero() {
 		if err := s.deps.Releaser.ScheduleQuietEnd(ctx, ws, scope, q.Until); err != nil {
-			s.storeProblem(c, "quiet", err)
+			s.fail(c, "quiet", err)
 			return
 		}
 	}
@@ -225,7 +220,7 @@ func (s *Server) putQuiet(c *gin.Context) {
 func (s *Server) getQuiet(c *gin.Context) {
 	qs, err := s.deps.Holds.QuietRecords(c.Request.Context(), claimsOf(c).Workspace, s.cfg.Now())
 	if err != nil {
-		s.storeProblem(c, "quiet", err)
+		s.fail(c, "quiet", err)
 		return
 	}
 	c.JSON(http.StatusOK, gin.H{"quiet": qs})
@@ -245,7 +240,7 @@ func (s *Server) deleteQuiet(c *gin.Context) {
 	}
 	digests, ok, err := s.deps.Releaser.LiftQuiet(c.Request.Context(), claimsOf(c).Workspace, scope)
 	if err != nil {
-		s.storeProblem(c, "quiet", err)
+		s.fail(c, "quiet", err)
 		return
 	}
 	if !ok && len(digests) == 0 {

@@ -58,7 +58,7 @@ type inboxQuery struct {
 	hasAfter         bool
 	limit            int
 	wait             time.Duration
-	// minPriority, when set, is an explicit waiter's interest (DESIGN
+	// minPriority, when set, is an explicit waiter's interest (docs/design.md
 	// §12, `wakegate wait`): a long-poll also ends on an entry after the
 	// cursor at this priority or above, whatever its update decided.
 	minPriority event.Priority
@@ -112,7 +112,7 @@ func (s *Server) getInbox(c *gin.Context) {
 		entries, next, err = s.deps.Inbox.List(ctx, q.workspace, q.party, q.after, q.hasAfter, q.limit)
 	}
 	if err != nil {
-		s.storeProblem(c, "inbox", err)
+		s.fail(c, "inbox", err)
 		return
 	}
 	if ctx.Err() != nil {
@@ -262,11 +262,8 @@ func (s *Server) ackInbox(c *gin.Context) {
 	case errors.Is(err, inbox.ErrBeyondLast):
 		abort(c, newProblem(http.StatusBadRequest, "malformed", "a seq is beyond the inbox's last; nothing was acked"))
 		return
-	case errors.Is(err, inbox.ErrInvalid):
-		abort(c, newProblem(http.StatusBadRequest, "malformed", err.Error()))
-		return
 	case err != nil:
-		s.storeProblem(c, "ack", err)
+		s.fail(c, "ack", err)
 		return
 	}
 	c.JSON(http.StatusOK, gin.H{"acked": acked})

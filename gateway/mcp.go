@@ -27,7 +27,7 @@ import (
 	"github.com/wakegate/wakegate/providers/event"
 )
 
-// The MCP endpoint (issue 6; DESIGN §10 "/mcp: each tool needs the scope
+// The MCP endpoint (docs/design.md §10 "/mcp: each tool needs the scope
 // of its REST route"): the agent API as Model Context Protocol tools over
 // streamable HTTP, for agents that speak MCP.
 //
@@ -440,7 +440,7 @@ func (t *mcpTools) inboxWait(ctx context.Context, req *mcp.CallToolRequest, in i
 		after = *in.After
 	}
 	// The poll ends early only for an entry that decided a wake after the
-	// cursor (DESIGN §7); at its deadline it answers with what is there.
+	// cursor (docs/design.md §7); at its deadline it answers with what is there.
 	for _, e := range page.Entries {
 		if e.WakeSeq > after {
 			out.TimedOut = false

@@ -13,7 +13,7 @@ import (
 	"github.com/redis/go-redis/v9/maintnotifications"
 )
 
-// monitorPath is where asynqmon is mounted (DESIGN §10: operator only).
+// monitorPath is where asynqmon is mounted (docs/design.md §10: operator only).
 const monitorPath = "/monitor"
 
 // newMonitor returns asynqmon, read-only, on its own client built from

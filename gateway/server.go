@@ -78,7 +78,7 @@ type Deps struct {
 	Registry prometheus.Registerer
 	Gatherer prometheus.Gatherer
 	Ready    func() error // extra readiness checks (workers heartbeating); nil = none
-	// Limiter keeps the ingest rate limits (DESIGN §4) for the whole
+	// Limiter keeps the ingest rate limits (docs/design.md §4) for the whole
 	// deployment; nil: unlimited.
 	Limiter ingestLimiter
 
@@ -104,7 +104,7 @@ type Deps struct {
 	Health healthReporter
 
 	// DeliveryRedeliverer and EventRedeliverer are the operators'
-	// redeliveries (DESIGN §11; admin_redeliver.go); nil serves no
+	// redeliveries (docs/design.md §11; admin_redeliver.go); nil serves no
 	// /admin/deliveries/{guid}/redeliver, resp. /admin/events/{id}/redeliver.
 	DeliveryRedeliverer deliveryRedeliverer
 	EventRedeliverer    eventRedeliverer
@@ -272,7 +272,7 @@ func (s *Server) routes() http.Handler {
 	v1.GET("/events", s.requireScope("events:read"), s.readEvents)
 	v1.POST("/sessions/:id/token", s.requireScope("spawn"), s.childToken)
 
-	// Who hears it (DESIGN §5–§7).
+	// Who hears it (docs/design.md §5–§7).
 	v1.GET("/inbox", s.requireScope("inbox"), s.getInbox)
 	v1.GET("/inbox/stream", s.requireScope("inbox"), s.streamInbox)
 	v1.POST("/inbox/ack", s.requireScope("inbox"), s.ackInbox)
@@ -287,16 +287,16 @@ func (s *Server) routes() http.Handler {
 	v1.GET("/workspace/supervision", s.requireScope("admin"), s.getWorkspaceSupervision)
 	v1.PUT("/workspace/supervision", s.requireScope("admin"), s.putWorkspaceSupervision)
 	s.healthRoutes(v1)
-	s.holdRoutes(v1) // presence and quiet (DESIGN §6)
-	s.mcpRoutes(r)   // the same, as MCP tools (DESIGN §10)
+	s.holdRoutes(v1) // presence and quiet (docs/design.md §6)
+	s.mcpRoutes(r)   // the same, as MCP tools (docs/design.md §10)
 
-	// Operators, every workspace (DESIGN §10).
+	// Operators, every workspace (docs/design.md §10).
 	admin := r.Group("/admin", s.authenticate, s.requireScope("operator"))
 	s.endpointRoutes(v1, admin)
 	s.githubRoutes(admin)
 	s.redeliverRoutes(admin)
 	s.monitorRoutes(r)
-	s.dashboardRoutes(r) // /ui/ (DESIGN §10, §11)
+	s.dashboardRoutes(r) // /ui/ (docs/design.md §10, §11)
 	return r
 }
 
@@ -388,17 +388,4 @@ func (s *Server) isStopping() bool {
 // commitContext bounds a commit so an unreachable Redis answers 503 in time.
 func (s *Server) commitContext(c *gin.Context) (context.Context, context.CancelFunc) {
 	return context.WithTimeout(c.Request.Context(), s.cfg.CommitTimeout)
-}
-
-// storeProblem maps a Redis failure to 503: the client (GitHub, an agent)
-// retries, and nothing was acknowledged.
-func (s *Server) storeProblem(c *gin.Context, what string, err error) {
-	s.log.Error("commit failed", "what", what, "request_id", c.GetString(requestIDKey), "err", err)
-	s.metrics.storeErrors.Inc()
-	if errors.Is(err, context.DeadlineExceeded) {
-		// Redis may be healthy and this process overloaded: say both.
-		abort(c, unavailable("the commit did not finish in time (storage slow or gateway overloaded); retry"))
-		return
-	}
-	abort(c, unavailable("storage unavailable; retry"))
 }

@@ -15,7 +15,7 @@ import (
 	"github.com/wakegate/wakegate/providers/event"
 )
 
-// Subscriptions (DESIGN §6).
+// Subscriptions (docs/design.md §6).
 
 // createdSubscription is the answer to a create: the subscription, and
 // closed when it was "until: subject_terminal" on a subject that had
@@ -23,22 +23,6 @@ import (
 type createdSubscription struct {
 	subscriptions.Subscription
 	Closed bool `json:"closed,omitempty"`
-}
-
-// subscriptionProblem answers an error of the subscription store.
-func (s *Server) subscriptionProblem(c *gin.Context, err error) {
-	switch {
-	case errors.Is(err, subscriptions.ErrInvalid):
-		abort(c, newProblem(http.StatusBadRequest, "malformed", err.Error()))
-	case errors.Is(err, subscriptions.ErrUntil):
-		abort(c, newProblem(http.StatusUnprocessableEntity, "unprocessable", err.Error()))
-	case errors.Is(err, subscriptions.ErrLimit):
-		abort(c, newProblem(http.StatusUnprocessableEntity, "limit-reached", err.Error()))
-	case errors.Is(err, subscriptions.ErrNotFound):
-		abort(c, newProblem(http.StatusNotFound, "not-found", err.Error()))
-	default:
-		s.storeProblem(c, "subscription", err)
-	}
 }
 
 // createSubscription is POST /v1/subscriptions: the caller's party owns
@@ -53,7 +37,7 @@ func (s *Server) createSubscription(c *gin.Context) {
 	defer release()
 	sub, err := subscriptions.Parse(body)
 	if err != nil {
-		s.subscriptionProblem(c, err)
+		s.fail(c, "subscription", err)
 		return
 	}
 	sub.Workspace, sub.Owner = claims.Workspace, string(claims.Party())
@@ -74,7 +58,7 @@ func (s *Server) createSubscription(c *gin.Context) {
 			}
 			dcancel()
 		}
-		s.subscriptionProblem(c, err)
+		s.fail(c, "subscription", err)
 		return
 	}
 	c.JSON(http.StatusCreated, createdSubscription{created.Subscription, created.Closed})
@@ -156,7 +140,7 @@ func (s *Server) listSubscriptions(c *gin.Context) {
 	}
 	subs, next, err := s.deps.Subs.Page(c.Request.Context(), claims.Workspace, string(claims.Party()), c.Query("after"), limit)
 	if err != nil {
-		s.subscriptionProblem(c, err)
+		s.fail(c, "subscription", err)
 		return
 	}
 	c.JSON(http.StatusOK, gin.H{"subscriptions": subs, "next": next})
@@ -167,7 +151,7 @@ func (s *Server) listSubscriptions(c *gin.Context) {
 func (s *Server) deleteSubscription(c *gin.Context) {
 	claims := claimsOf(c)
 	if err := s.deps.Subs.Delete(c.Request.Context(), claims.Workspace, string(claims.Party()), c.Param("id")); err != nil {
-		s.subscriptionProblem(c, err)
+		s.fail(c, "subscription", err)
 		return
 	}
 	c.Status(http.StatusNoContent)

@@ -5,7 +5,6 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"net/http"
 	"slices"
@@ -22,7 +21,7 @@ import (
 	"github.com/wakegate/wakegate/providers/event"
 )
 
-// Supervision, messages and workspace settings (DESIGN §6).
+// Supervision, messages and workspace settings (docs/design.md §6).
 
 // maxSmallBody bounds the JSON bodies of the supervision routes.
 const maxSmallBody = 64 << 10
@@ -66,29 +65,8 @@ func (s *Server) jsonBody(c *gin.Context, v any, shape string) bool {
 	return true
 }
 
-// supervisionProblem answers an error of the supervision store.
-func (s *Server) supervisionProblem(c *gin.Context, what string, err error) {
-	var held *supervision.HeldError
-	switch {
-	case errors.As(err, &held):
-		p := newProblem(http.StatusConflict, "conflict", err.Error())
-		p.Holder, p.Epoch = held.Holder, held.Epoch
-		abort(c, p)
-	case errors.Is(err, supervision.ErrForbidden):
-		abort(c, newProblem(http.StatusForbidden, "forbidden", err.Error()))
-	case errors.Is(err, supervision.ErrInvalid):
-		abort(c, newProblem(http.StatusBadRequest, "malformed", err.Error()))
-	case errors.Is(err, supervision.ErrLimit):
-		abort(c, newProblem(http.StatusUnprocessableEntity, "limit-reached", err.Error()))
-	case errors.Is(err, supervision.ErrNotFound):
-		abort(c, newProblem(http.StatusNotFound, "not-found", err.Error()))
-	default:
-		s.storeProblem(c, what, err)
-	}
-}
-
 // dead is the supervision.DeadFunc of the gateway: a party is dead when
-// the registry says so (DESIGN §2); unknown is not dead.
+// the registry says so (docs/design.md §2); unknown is not dead.
 func (s *Server) dead(ctx context.Context, workspace, party string) (bool, error) {
 	rec, err := s.deps.Sessions.Get(ctx, workspace, party, s.cfg.Now())
 	if err != nil {
@@ -127,19 +105,19 @@ func (s *Server) supervise(c *gin.Context) {
 	if req.Takeover {
 		var err error
 		if may, err = s.mayTakeOver(ctx, claims, id); err != nil {
-			s.storeProblem(c, "supervise", err)
+			s.fail(c, "supervise", err)
 			return
 		}
 	}
 	caller, now := string(claims.Party()), s.cfg.Now()
 	edge, prev, err := s.deps.Sup.Supervise(ctx, claims.Workspace, id, caller, req.Role, req.Scope, req.Takeover, may, now)
 	if err != nil {
-		s.supervisionProblem(c, "supervise", err)
+		s.fail(c, "supervise", err)
 		return
 	}
 	if prev != "" {
 		if err := s.tellDisplaced(ctx, claims.Workspace, edge, prev, now); err != nil {
-			s.storeProblem(c, "lease lost notice", err)
+			s.fail(c, "lease lost notice", err)
 			return
 		}
 	}
@@ -147,7 +125,7 @@ func (s *Server) supervise(c *gin.Context) {
 }
 
 // mayTakeOver: an ancestor of the session, a human: caller, or admin
-// (DESIGN §6). Ancestry comes from the registry, never from the client.
+// (docs/design.md §6). Ancestry comes from the registry, never from the client.
 func (s *Server) mayTakeOver(ctx context.Context, claims *agent.Claims, session string) (bool, error) {
 	if claims.Has("admin") || strings.HasPrefix(string(claims.Party()), "human:") {
 		return true, nil
@@ -188,7 +166,7 @@ func (s *Server) release(c *gin.Context) {
 	}
 	role := c.DefaultQuery("role", supervision.Controller)
 	if err := s.deps.Sup.Release(c.Request.Context(), claims.Workspace, id, string(claims.Party()), role); err != nil {
-		s.supervisionProblem(c, "release", err)
+		s.fail(c, "release", err)
 		return
 	}
 	c.Status(http.StatusNoContent)
@@ -206,23 +184,23 @@ func (s *Server) supervision(c *gin.Context) {
 	ctx, ws := c.Request.Context(), claims.Workspace
 	rec, err := s.deps.Sessions.Get(ctx, ws, event.SessionSubject(id), s.cfg.Now())
 	if err != nil {
-		s.storeProblem(c, "supervision", err)
+		s.fail(c, "supervision", err)
 		return
 	}
 	chain := append([]string{id}, rec.Lineage...)
 	edges, err := s.deps.Sup.EdgesFor(ctx, ws, chain)
 	if err != nil {
-		s.supervisionProblem(c, "supervision", err)
+		s.fail(c, "supervision", err)
 		return
 	}
 	settings, err := s.deps.Sup.Settings(ctx, ws)
 	if err != nil {
-		s.storeProblem(c, "supervision", err)
+		s.fail(c, "supervision", err)
 		return
 	}
 	resolved, err := supervision.EffectiveController(ctx, ws, chain, edges, settings.DefaultController, s.dead)
 	if err != nil {
-		s.storeProblem(c, "supervision", err)
+		s.fail(c, "supervision", err)
 		return
 	}
 	own, inherited := []supervision.Edge{}, []supervision.Edge{}
@@ -272,7 +250,7 @@ func (s *Server) sendMessage(c *gin.Context) {
 	defer cancel()
 	holder, flagged, p, err := s.leaseCheck(ctx, claims.Workspace, id, sender, m.Intent)
 	if err != nil {
-		s.storeProblem(c, "message", err)
+		s.fail(c, "message", err)
 		return
 	}
 	if p != nil {
@@ -282,7 +260,7 @@ func (s *Server) sendMessage(c *gin.Context) {
 	e := messageEvent(claims.Workspace, id, sender, m, holder, flagged, now)
 	res, err := s.deps.Ingest.CommitEvents(ctx, claims.Workspace, sender, []ingest.Item{{Event: e, Journal: true}}, now)
 	if err != nil {
-		s.storeProblem(c, "message", err)
+		s.fail(c, "message", err)
 		return
 	}
 	out := gin.H{"id": res[0].ID, "seq": res[0].Seq}
@@ -356,8 +334,8 @@ func messageEvent(workspace, target, sender string, m message, holder string, fl
 		summary = string(r[:120]) + "…"
 	}
 	return &event.Event{SpecVersion: event.SpecVersion, ID: id, Source: event.AgentSource(workspace, sender),
-		Type: "message.sent", Subject: event.SessionSubject(target), Time: now.UTC(), DataContentType: "application/json",
-		Workspace: workspace, SessionID: target, Priority: event.DefaultPriority("message.sent", data),
+		Type: event.TypeMessageSent, Subject: event.SessionSubject(target), Time: now.UTC(), DataContentType: "application/json",
+		Workspace: workspace, SessionID: target, Priority: event.DefaultPriority(event.TypeMessageSent, data),
 		CoalesceKey: "message:" + sender + ":" + id, Summary: fmt.Sprintf("%s (%s): %s", sender, m.Intent, summary), Data: data}
 }
 
@@ -365,7 +343,7 @@ func messageEvent(workspace, target, sender string, m message, holder string, fl
 func (s *Server) getWorkspaceSupervision(c *gin.Context) {
 	st, err := s.deps.Sup.Settings(c.Request.Context(), claimsOf(c).Workspace)
 	if err != nil {
-		s.supervisionProblem(c, "settings", err)
+		s.fail(c, "settings", err)
 		return
 	}
 	c.JSON(http.StatusOK, st)
@@ -381,7 +359,7 @@ func (s *Server) putWorkspaceSupervision(c *gin.Context) {
 	defer release()
 	st, err := s.deps.Sup.MergeSettings(c.Request.Context(), claimsOf(c).Workspace, body)
 	if err != nil {
-		s.supervisionProblem(c, "settings", err)
+		s.fail(c, "settings", err)
 		return
 	}
 	c.JSON(http.StatusOK, st)

@@ -31,7 +31,7 @@ import (
 
 const tws = "acme"
 
-// env is a gateway with every store of DESIGN §5–§7 on real Redis, and a
+// env is a gateway with every store of docs/design.md §5–§7 on real Redis, and a
 // router to route what it commits.
 type env struct {
 	t     *testing.T
@@ -207,7 +207,7 @@ func (e *env) events(typ string) []*event.Event {
 
 const supScope = "supervise"
 
-// Seed 000 failure 3: a second supervisor gets 409 naming the holder and
+// Field failure 3 (docs/design.md, "Why"): a second supervisor gets 409 naming the holder and
 // epoch; a takeover by an unrelated session is refused; one by an ancestor
 // moves the lease and tells the first holder.
 func TestSuperviseLeaseAndTakeover(t *testing.T) {

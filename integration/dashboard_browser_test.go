@@ -95,7 +95,11 @@ func TestDashboardInBrowser(t *testing.T) {
 	}
 	r, _ := http.NewRequest(http.MethodPost, base+"/ui/login", strings.NewReader(url.Values{"token": {kid}}.Encode()))
 	r.Header.Set("Content-Type", "application/x-www-form-urlencoded")
-	if resp, err := noRedirect.Do(r); err != nil || resp.StatusCode != http.StatusForbidden || resp.Header.Get("Set-Cookie") != "" {
+	resp, err := noRedirect.Do(r)
+	if err == nil {
+		resp.Body.Close()
+	}
+	if err != nil || resp.StatusCode != http.StatusForbidden || resp.Header.Get("Set-Cookie") != "" {
 		t.Fatalf("an agent's token on the login form: %v %v", err, resp)
 	}
 
@@ -185,6 +189,17 @@ func TestDashboardInBrowser(t *testing.T) {
 	do("see the PR turn ready", chromedp.WaitVisible(css(prRow+`[data-ready="true"]`)))
 
 	// Ack it: the entry leaves, by keyboard (focus the button, press Enter).
+	// The live update that showed the PR ready replaced the inbox section;
+	// htmx takes over its forms once it has processed them (until then a
+	// form posts the plain way and the page reloads, as it would without
+	// JavaScript), so wait for that first.
+	processed := `!!(document.querySelector('` + entry + ` form') || {})['htmx-internal-data']?.initHash`
+	for deadline := time.Now().Add(10 * time.Second); eval("htmx processed the ack form", `String(`+processed+`)`) != "true"; {
+		if time.Now().After(deadline) {
+			t.Fatal("htmx never processed the ack form")
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
 	do("ack by keyboard", chromedp.Focus(css(entry+` button[aria-label^="Ack entry"]`)),
 		chromedp.KeyEvent("\r"), chromedp.WaitNotPresent(css(entry)))
 	if eval("mark", `document.body.dataset.mark || ""`) != "kept" {

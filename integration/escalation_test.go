@@ -100,7 +100,7 @@ func escStep(t *testing.T, what string, prev, next time.Time, after time.Duratio
 	}
 }
 
-// TestEscalation (issue 4, "It must show"): on a real serve process and
+// TestEscalation: on a real serve process and
 // Redis, an entry for a recipient that never reads and has no endpoint
 // climbs parent's controller → workspace default → human fallback, once
 // per level, the fallback's push marked escalated; a live recipient's

@@ -474,13 +474,6 @@ func (l *faultLoad) snapshot() ([]try, map[string]ack) {
 	return slices.Clone(l.tries), acked
 }
 
-// ackCount counts acknowledgements so far.
-func (l *faultLoad) ackCount() int {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return len(l.acked)
-}
-
 // ackedSince counts the ids of kind acknowledged at or after t.
 func (l *faultLoad) ackedSince(kind string, t time.Time) int {
 	l.mu.Lock()

@@ -13,12 +13,12 @@ import (
 )
 
 // unavailableWithin is the bound on an ingress answer while Redis is away
-// (DESIGN §1: GitHub wants an answer within 10 s; wakegate promises 503
+// (docs/design.md §1: GitHub wants an answer within 10 s; wakegate promises 503
 // within 3 s).
 const unavailableWithin = 3 * time.Second
 
 // awayFor is how long Redis is away in TestFaultRedisHang and
-// TestFaultRedisDown (issue 8 §1: "stop Redis for 10 s under load").
+// TestFaultRedisDown ("stop Redis for 10 s under load").
 const awayFor = 10 * time.Second
 
 // TestFaultRedisHang: a gateway and a worker on a private redis-server
@@ -236,7 +236,7 @@ func dupCount(acked map[string]ack) int {
 // a steady load; the redis-server is SIGKILLed (not paused: mid-stream) and
 // started again at once on the same data directory, loading its AOF. With
 // appendfsync always every acknowledged request is in the journal
-// afterwards. With everysec DESIGN promises no more than about a second of
+// afterwards. With everysec the design promises no more than about a second of
 // acknowledged writes at risk when Redis itself crashes: the test asserts
 // that whatever was lost was acknowledged in the last 2 s before the kill
 // (Redis documents everysec's worst case as 2 s, when a slow fsync makes

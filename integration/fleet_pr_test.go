@@ -8,6 +8,7 @@ package integration
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/http"
 	"os"
@@ -325,7 +326,8 @@ func runHook(t *testing.T, p *proc, token string, stdin any, args ...string) (in
 	cmd.Stdout, cmd.Stderr = &out, &errb
 	err = cmd.Run()
 	code := 0
-	if ee, ok := err.(*exec.ExitError); ok {
+	var ee *exec.ExitError
+	if errors.As(err, &ee) {
 		code = ee.ExitCode()
 	} else if err != nil {
 		t.Fatal(err)

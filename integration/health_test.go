@@ -58,7 +58,7 @@ func (c *client) health(t testing.TB, token string) healthReport {
 	return h
 }
 
-// TestSupervisionHealth (issue 5, "It must show": Health): on real
+// TestSupervisionHealth (Health): on real
 // processes and Redis, each invariant is violated on purpose — a root
 // session with no supervisor (I1), an event nobody could hear and an
 // unreached entry whose escalation timer was lost (I2), a session driven

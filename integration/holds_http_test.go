@@ -168,7 +168,7 @@ func TestQuietHoursOverHTTP(t *testing.T) {
 	}
 }
 
-// TestPausedSessionOverHTTP is seed 003 through real processes: a session
+// TestPausedSessionOverHTTP is a paused session through real processes: a session
 // that pushes session.paused with an until has its first idle alarm
 // pushed to its controller (first sight), the next idle and stale alarms
 // delivered to the controller's inbox without a push, a question

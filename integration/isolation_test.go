@@ -23,7 +23,7 @@ import (
 // loads the machine weighs on both alike. The flood must get 429s with
 // Retry-After and no more 2xx than its bucket allows; the quiet workspace
 // must get only 202s, and its p99 under the flood must stay within 2× its
-// idle p99 (DESIGN §13: bad input never costs another tenant anything; a
+// idle p99 (docs/design.md §13: bad input never costs another tenant anything; a
 // flood is answered from memory, before Redis). The ratio is always
 // measured and logged; it is held to its budget with WAKEGATE_PERF=1,
 // on a machine to itself:

@@ -11,7 +11,7 @@ import (
 // TestHumanPushesNeverGoSilent: a human: party with a push endpoint,
 // subscribed to session:x, gets turn_ended e1, e2 20 ms later and e3 5 s
 // later. e2 folds into e1's entry after e1's push was decided, so the
-// push's 2xx cannot ack it; it must be pushed again (DESIGN §7: a 2xx
+// push's 2xx cannot ack it; it must be pushed again (docs/design.md §7: a 2xx
 // leaves the party caught up with what it was sent), and e3 must then
 // wake as a fresh entry. Every event reaches the endpoint and nothing is
 // left unacked.

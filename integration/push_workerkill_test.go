@@ -89,7 +89,7 @@ func (pl *pushLog) snapshot() []pushReq {
 // that consumes no attempt, the same task id and payload) is Asynq's own.
 func TestPushWorkerKillEveryWakeOnce(t *testing.T) { t.Parallel(); pushWorkerStop(t, false) }
 
-// TestPushWorkerGracefulStop is issue 5's graceful stop under load: the
+// TestPushWorkerGracefulStop is the graceful stop under load: the
 // same 300 wakes, but the worker gets SIGTERM with pushes in flight. It
 // must exit 0 within its shutdown bound (Asynq lets in-flight pushes
 // finish, 15 s at most, and hands back what it had not started), and

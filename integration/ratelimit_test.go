@@ -8,7 +8,7 @@ import (
 )
 
 // TestIngestLimitHoldsAcrossGateways: two gateway processes on one Redis
-// share one ingest limit (DESIGN §4). A flood alternating between them
+// share one ingest limit (docs/design.md §4). A flood alternating between them
 // gets one burst (twice the rate, plus one) and the rate, not one of each
 // per gateway; every refusal is a 429 with Retry-After.
 func TestIngestLimitHoldsAcrossGateways(t *testing.T) {

@@ -12,7 +12,7 @@ import (
 	"github.com/wakegate/wakegate/providers/event"
 )
 
-// TestRoutingFailure1RootsAndChildren is seed 000 failure 1: a root session
+// TestRoutingFailure1RootsAndChildren is field failure 1 (docs/design.md, "Why"): a root session
 // with no parent, and a root another supervisor started (pushed by a human
 // bridge with events:push:any), both reach the workspace default
 // controller on an idle turn end — a controller that has never made a

@@ -12,7 +12,7 @@ import (
 	"github.com/wakegate/wakegate/providers/event"
 )
 
-// TestRoutingFailure2PullRequests is seed 000 failure 2 with the real
+// TestRoutingFailure2PullRequests is field failure 2 (docs/design.md, "Why") with the real
 // signed fixtures: a PR linked to its author session reaches the author's
 // controller and a repository subscriber with no per-PR wiring; an unread
 // opened followed by ready wakes for ready; twenty check suite successes
@@ -233,7 +233,7 @@ func TestRoutingFailure2PullRequests(t *testing.T) {
 	t.Run("late_until_subject_terminal", func(t *testing.T) {
 		checkLate(t, "session:late", map[string]any{"subjects": []string{prSubj}, "until": "subject_terminal"})
 	})
-	// DESIGN §3 (DeathWatch): subscribing to a subject that is already
+	// docs/design.md §3 (DeathWatch): subscribing to a subject that is already
 	// terminal delivers its terminal event at once and closes the
 	// subscription — whatever its until.
 	t.Run("late_plain", func(t *testing.T) {

@@ -10,7 +10,7 @@ import (
 	"github.com/wakegate/wakegate/providers/event"
 )
 
-// TestRoutingFailure3Leases is seed 000 failure 3: one driver per session.
+// TestRoutingFailure3Leases is field failure 3 (docs/design.md, "Why"): one driver per session.
 // A second supervisor asking for a held controller lease gets 409 naming
 // holder and epoch; an unrelated session's takeover is refused; an
 // ancestor's takeover moves the lease and tells the first holder; control

@@ -11,7 +11,7 @@ import (
 	"github.com/wakegate/wakegate/delivery/inbox"
 )
 
-// TestRoutingFailure4RestartKeepsInboxes is seed 000 failure 4: entries
+// TestRoutingFailure4RestartKeepsInboxes is field failure 4 (docs/design.md, "Why"): entries
 // in several inboxes, some acked; every wakegate process (a gateway and a
 // worker) is SIGKILLed and restarted; GET /v1/brief and GET /v1/inbox
 // return the same unacked entries at the same seqs, and nothing acked

@@ -7,6 +7,7 @@ import (
 	"bufio"
 	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/http"
 	"net/url"
@@ -190,7 +191,7 @@ func (s *stack) routed(t testing.TB, webhooks bool) {
 				continue
 			}
 			cur, err := s.rdb.Get(bg(), j.Tag(sh)+":cursor").Result()
-			if err != nil && err != redis.Nil {
+			if err != nil && !errors.Is(err, redis.Nil) {
 				return false, fmt.Sprintf("shard %d cursor: %v", sh, err)
 			}
 			if cur != last[0].ID {

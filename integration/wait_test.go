@@ -15,7 +15,7 @@ import (
 // attended parks `wakegate wait` (a process) on its PR; the PR's opened
 // (signed webhook) and its ready after the settle reach it as notices —
 // not wakes — and still the wait returns within 2 s of ready: an explicit
-// wait is explicit interest (DESIGN §12).
+// wait is explicit interest (docs/design.md §12).
 func TestWaitReturnsOnReadyWhileAttended(t *testing.T) {
 	t.Parallel()
 	s := newStack(t, map[string]string{"WAKEGATE_READY_SETTLE": "3s"})

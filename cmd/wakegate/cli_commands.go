@@ -377,7 +377,7 @@ an --until at most 24 h away.`, "")
 func runHealth(c *cli, args []string) error {
 	fs := c.newFlags("health", "wakegate health [--json]", `
 Runs the supervision health check (GET /v1/health/supervision, scope admin):
-the invariants of seed 000 §3 — sessions with no effective supervisor,
+the invariants of docs/design.md §9 — sessions with no effective supervisor,
 entries that reached nobody, unacked entries, sessions with two drivers,
 wakes per hour, watches on ended subjects, parties nobody reads — each with
 its count and some examples.`, exitCodesHelp+" (a gateway without the route: 1, and says so)")
@@ -575,9 +575,9 @@ func entryLine(e client.Entry, now time.Time) string {
 
 // entryMessageMarker is the marker of a message.sent entry's message, which
 // a harness that injects the message as a prompt keeps in it, so the
-// prompt hook labels the turn with its sender (DESIGN §12); "" otherwise.
+// prompt hook labels the turn with its sender (docs/design.md §12); "" otherwise.
 func entryMessageMarker(e client.Entry) string {
-	if e.Event == nil || e.Event.Type != "message.sent" {
+	if e.Event == nil || e.Event.Type != event.TypeMessageSent {
 		return ""
 	}
 	var d struct {

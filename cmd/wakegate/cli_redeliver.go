@@ -1,6 +1,6 @@
 package main
 
-// wakegate redeliver delivery|event: the operators' redeliveries (DESIGN
+// wakegate redeliver delivery|event: the operators' redeliveries (docs/design.md
 // §11) from the shell.
 
 import (

@@ -14,7 +14,7 @@ import (
 	pushw "github.com/wakegate/wakegate/workers/push"
 )
 
-// config is every setting of DESIGN §12. Each is an environment variable
+// config is every setting of docs/design.md §12. Each is an environment variable
 // and a flag of the same name in kebab case; flags win; secrets may also
 // come from <NAME>_FILE and are never flags.
 type config struct {

@@ -1,6 +1,6 @@
 package main
 
-// The offline check of deployments/ (issue 5: "the compose file and
+// The offline check of deployments/ ("the compose file and
 // manifests are checked in CI offline"): no docker, no cluster, no
 // Prometheus. Everything is compared with the binary itself — the settings
 // table (settings()), the flag parser (parseConfig), the subcommand
@@ -51,7 +51,7 @@ const deployDir = "../../deployments"
 // run() dispatches (checked in checkRole).
 var roles = []string{"serve", "gateway", "worker"}
 
-// cliEnv are the variables of the CLI side (DESIGN §12), not of the
+// cliEnv are the variables of the CLI side (docs/design.md §12), not of the
 // settings table.
 var cliEnv = []string{"WAKEGATE_URL", "WAKEGATE_TOKEN", "WAKEGATE_SESSION"}
 
@@ -363,6 +363,7 @@ func strMap(v any) map[string]string {
 type dockerfile struct {
 	goVersion  string // of the build stage's golang image
 	buildPkg   string // what go build builds
+	buildTags  string // its -tags
 	entrypoint []string
 	user       string // the final stage's USER
 	expose     []int
@@ -402,6 +403,9 @@ func readDockerfile(t *testing.T) dockerfile {
 			if m := regexp.MustCompile(`go build .*?(\./\S+)\s*$`).FindStringSubmatch(rest); m != nil {
 				d.buildPkg = m[1]
 			}
+			if m := regexp.MustCompile(`go build .*?-tags[ =](\S+)`).FindStringSubmatch(rest); m != nil {
+				d.buildTags = m[1]
+			}
 		case "ENTRYPOINT":
 			if err := json.Unmarshal([]byte(rest), &d.entrypoint); err != nil {
 				t.Fatalf("Dockerfile: ENTRYPOINT %s: want the exec form [\"wakegate\"]", rest)
@@ -435,6 +439,9 @@ func TestDockerfile(t *testing.T) {
 	}
 	if d.buildPkg != "./cmd/wakegate" {
 		t.Errorf("Dockerfile builds %q, want ./cmd/wakegate", d.buildPkg)
+	}
+	if !slices.Contains(strings.Split(d.buildTags, ","), "nomsgpack") {
+		t.Errorf("Dockerfile builds with -tags %q, want nomsgpack (Gin without MessagePack)", d.buildTags)
 	}
 	if _, err := os.Stat("../../" + d.buildPkg + "/main.go"); err != nil {
 		t.Errorf("Dockerfile builds %s: %v", d.buildPkg, err)
@@ -1170,7 +1177,7 @@ func exprMetrics(expr string) (names []string, matchers map[string][][3]string) 
 }
 
 // privateLabels are label names that would carry tenant, party or
-// repository names (DESIGN §11: never).
+// repository names (docs/design.md §11: never).
 var privateLabels = []string{"workspace", "tenant", "party", "recipient", "session", "subject", "repo", "repository", "org", "owner", "url", "endpoint"}
 
 // TestAlertRules: deployments/prometheus/alerts.yaml covers the faults that
@@ -1254,7 +1261,7 @@ func TestAlertRules(t *testing.T) {
 			}
 		}
 	}
-	// The faults that matter (issue 5 §9, DESIGN §11) each have a rule.
+	// The faults that matter (docs/design.md §11) each have a rule.
 	for _, need := range []string{
 		"wakegate_redis_up",                   // Redis unreachable: what /readyz checks
 		"wakegate_route_undeliverable_total",  // undeliverable

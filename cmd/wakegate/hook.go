@@ -25,7 +25,7 @@ import (
 
 // hookBudget bounds everything a hook does after it starts — reading its
 // input, every call to the gateway — so the harness has its answer within
-// 2 s even when the gateway hangs (issue 6 §2: it fails open).
+// 2 s even when the gateway hangs (it fails open).
 const hookBudget = 1500 * time.Millisecond
 
 // stdinBudget bounds reading the harness's JSON: a harness writes it and
@@ -350,7 +350,7 @@ func (h *hook) run(ctx context.Context, args []string, stdin io.Reader, stderr i
 		if err != nil || n <= 0 || strings.Count(pos[1], "/") != 1 {
 			return "", fmt.Errorf("pr-opened %s %s: want <org/repo> <number>", pos[1], pos[2])
 		}
-		h.push(ctx, h.event("session.pr_opened", "", fmt.Sprintf("opened %s#%d", pos[1], n),
+		h.push(ctx, h.event(event.TypeSessionPrOpened, "", fmt.Sprintf("opened %s#%d", pos[1], n),
 			map[string]any{"repo": pos[1], "number": n}))
 	}
 	return out, h.failed()
@@ -467,7 +467,7 @@ func (h *hook) sessionStart(ctx context.Context, parent, labels string) string {
 		if h.in.Cwd != "" {
 			data["cwd"] = h.in.Cwd
 		}
-		h.push(ctx, h.event("session.spawned", "", "session started", data))
+		h.push(ctx, h.event(event.TypeSessionSpawned, "", "session started", data))
 		return ""
 	}
 	var wg sync.WaitGroup
@@ -484,7 +484,7 @@ func (h *hook) sessionStart(ctx context.Context, parent, labels string) string {
 			brief = b
 		}()
 	}
-	h.push(ctx, h.event("session.resumed", "", "session resumed ("+src+")", map[string]any{"source": src}))
+	h.push(ctx, h.event(event.TypeSessionResumed, "", "session resumed ("+src+")", map[string]any{"source": src}))
 	wg.Wait()
 	if brief == nil {
 		return ""
@@ -498,7 +498,7 @@ func (h *hook) sessionStart(ctx context.Context, parent, labels string) string {
 }
 
 // prompt reports a turn started by a prompt and hands the model what
-// waits in the session's inbox. Its provenance (DESIGN §12) is the
+// waits in the session's inbox. Its provenance (docs/design.md §12) is the
 // harness's marker (--source) when given; else the sender of the wakegate
 // message the prompt carries (its marker "wakegate message <id>", whose
 // entry in the session's inbox names the sender, or "… from <party>");
@@ -524,8 +524,8 @@ func (h *hook) prompt(ctx context.Context, marker, human string) string {
 	go func() {
 		defer wg.Done()
 		h.push(ctx,
-			h.event("session.turn_started", "/turn_started", "turn started", map[string]any{}),
-			h.event("session.prompted", "/prompted", "prompted by "+provenance,
+			h.event(event.TypeSessionTurnStarted, "/turn_started", "turn started", map[string]any{}),
+			h.event(event.TypeSessionPrompted, "/prompted", "prompted by "+provenance,
 				map[string]any{"source": provenance, "prompt_chars": len([]rune(h.in.Prompt))}))
 	}()
 	if h.own {
@@ -571,7 +571,7 @@ func messageSender(prompt string, page *client.InboxPage) string {
 	return m[2]
 }
 
-// quiet is a prompt that is exactly "quiet" (on) or "quiet off" (DESIGN
+// quiet is a prompt that is exactly "quiet" (on) or "quiet off" (docs/design.md
 // §12): it sets or lifts quiet for the session, keeps the prompt from the
 // model (a block) and shows the person what it did. The person is there,
 // so the session is attended too.
@@ -724,7 +724,7 @@ func capText(s string) string {
 // unacked in the session's inbox (an inbox it cannot read counts as
 // nothing waiting, and is reported). When such entries wait, block is on,
 // and the turn does not already go on because of a stop hook
-// (stop_hook_active), it does not let the turn end blind (DESIGN §12): it
+// (stop_hook_active), it does not let the turn end blind (docs/design.md §12): it
 // blocks, naming each entry on a line, acks them (handed over once) and
 // reports no turn end — the turn goes on.
 func (h *hook) stop(ctx context.Context, block bool) {
@@ -763,7 +763,7 @@ func (h *hook) stop(ctx context.Context, block bool) {
 	if !idle {
 		summary = fmt.Sprintf("turn ended; %d %s waiting", queued, plural(queued, "entry", "entries"))
 	}
-	h.push(ctx, h.event("session.turn_ended", "", summary, map[string]any{"idle": idle, "queued": queued}))
+	h.push(ctx, h.event(event.TypeSessionTurnEnded, "", summary, map[string]any{"idle": idle, "queued": queued}))
 }
 
 // stopReason is a blocked stop's reason: each waiting entry on a line,
@@ -790,19 +790,19 @@ func (h *hook) notification(ctx context.Context) {
 	typ := ""
 	switch t := h.in.NotificationType; {
 	case t == "permission_prompt":
-		typ = "session.permission_requested"
+		typ = event.TypeSessionPermissionRequested
 	case t == "idle_prompt" || t == "elicitation_dialog":
-		typ = "session.awaiting_input"
+		typ = event.TypeSessionAwaitingInput
 	case t != "":
 		return
 	case strings.Contains(strings.ToLower(h.in.Message), "permission"):
-		typ = "session.permission_requested"
+		typ = event.TypeSessionPermissionRequested
 	default:
-		typ = "session.awaiting_input"
+		typ = event.TypeSessionAwaitingInput
 	}
 	summary := firstOf(h.in.Message, map[string]string{
-		"session.permission_requested": "waits for a permission",
-		"session.awaiting_input":       "waits for input",
+		event.TypeSessionPermissionRequested: "waits for a permission",
+		event.TypeSessionAwaitingInput:       "waits for input",
 	}[typ])
 	data := map[string]any{}
 	if h.in.NotificationType != "" {

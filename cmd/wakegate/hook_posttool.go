@@ -7,6 +7,8 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+
+	"github.com/wakegate/wakegate/providers/event"
 )
 
 // The post-tool-use hook (Claude Code's PostToolUse) claims a PR the
@@ -108,6 +110,6 @@ func (h *hook) postToolUse(ctx context.Context) {
 	}
 	h.counter = nil // the id is the fact's own
 	h.idBase = "hook/" + h.session + "/pr-opened/" + repo + "#" + strconv.Itoa(n)
-	h.push(ctx, h.event("session.pr_opened", "", fmt.Sprintf("opened %s#%d", repo, n),
+	h.push(ctx, h.event(event.TypeSessionPrOpened, "", fmt.Sprintf("opened %s#%d", repo, n),
 		map[string]any{"repo": repo, "number": n, "via": "post-tool-use"}))
 }

@@ -277,7 +277,7 @@ func TestHookPromptPrintsNoticesOnce(t *testing.T) {
 	}
 }
 
-// Issue 6: hook stop for a child wakes its parent's wakegate wait within a
+// hook stop for a child wakes its parent's wakegate wait within a
 // second; with an entry waiting, the turn is not idle.
 func TestHookStopWakesTheParentsWait(t *testing.T) {
 	t.Parallel()

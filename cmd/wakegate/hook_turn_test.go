@@ -70,7 +70,7 @@ func promptInput(prompt string) string {
 	return string(b)
 }
 
-// No turn ends blind (DESIGN §12): with attention+ entries unacked in the
+// No turn ends blind (docs/design.md §12): with attention+ entries unacked in the
 // session's own inbox, hook stop blocks naming each on a line (and reports
 // no turn end); with stop_hook_active it does not block again; with the
 // gateway unreachable it exits 0 and blocks nothing; WAKEGATE_STOP_BLOCK=off
@@ -146,7 +146,7 @@ func TestHookStopBlocksOverWaitingEntries(t *testing.T) {
 	}
 }
 
-// Quiet in one word (DESIGN §12): a prompt that is exactly "quiet" sets
+// Quiet in one word (docs/design.md §12): a prompt that is exactly "quiet" sets
 // quiet for the prompting session and never reaches the model (a block
 // that says so, no turn journaled); "quiet off" lifts it and shows its
 // digest; "resume" is an ordinary prompt.
@@ -227,7 +227,7 @@ func i4Names(t *testing.T, c *client.Client, session string) (int, bool) {
 	return 0, false
 }
 
-// Provenance (DESIGN §12): a turn started by a wakegate message (the
+// Provenance (docs/design.md §12): a turn started by a wakegate message (the
 // harness injects it with its marker, as `wakegate inbox` prints it) is
 // journaled with the message's sender as its source, so health's I4 does
 // not count the session as driven by two parties; a typed prompt after it

@@ -28,7 +28,7 @@ Exit codes:
   3  the deadline passed with nothing matching (one line on stderr): act on the silence`
 
 // runWait is `wakegate wait`: a worker parks on its own signal with a
-// deadline (issue 6 §3, seed 002 §3.2). It subscribes to its subject (or
+// deadline. It subscribes to its subject (or
 // uses a subscription that already covers it), then long-polls its inbox
 // until an entry matching arrives, re-polling across the gateway's 60 s
 // cap and retrying with backoff while the gateway is down or restarting,

@@ -179,7 +179,7 @@ func TestWaitSurvivesAGatewayRestart(t *testing.T) {
 	}
 }
 
-// Issue 6: a worker's wakegate wait on its own PR returns when the PR
+// a worker's wakegate wait on its own PR returns when the PR
 // becomes ready, while quiet all is on for the workspace. The worker links
 // the PR with its hook (pr-opened); GitHub's signed webhooks (the shared
 // fixtures) open it and report a passing check at its head.

@@ -9,6 +9,7 @@ package dashboard
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -216,7 +217,7 @@ func (r *Reader) Fleet(ctx context.Context, ws string, offset, limit int, blocke
 	for lo := 0; lo < len(ids); lo += edgesBatch {
 		edgesOf = append(edgesOf, r.d.Sup.QueueEdgesFor(ctx, pipe, ws, ids[lo:min(len(ids), lo+edgesBatch)]))
 	}
-	if _, err := pipe.Exec(ctx); err != nil && err != redis.Nil {
+	if _, err := pipe.Exec(ctx); err != nil && !errors.Is(err, redis.Nil) {
 		return nil, fmt.Errorf("dashboard fleet: %w", err)
 	}
 	edges := map[string][]supervision.Edge{}
@@ -325,11 +326,11 @@ func (r *Reader) status(rec *sessions.Session, now time.Time) Status {
 	switch {
 	case rec.Liveness == sessions.Dead:
 		return Dead
-	case rec.State == "session.permission_requested":
+	case rec.State == event.TypeSessionPermissionRequested:
 		return Approval
-	case rec.State == "session.awaiting_input":
+	case rec.State == event.TypeSessionAwaitingInput:
 		return Input
-	case rec.State == "session.stalled":
+	case rec.State == event.TypeSessionStalled:
 		return Stalled
 	case rec.Busy == "busy" && !rec.BusyAt.IsZero() && now.Sub(rec.BusyAt) > r.cfg.MaxTurn:
 		return Stalled

@@ -22,7 +22,7 @@ const (
 )
 
 // Eligible reports whether an update that reached a party via, in mode,
-// may arm its entry's escalation (DESIGN §8): attention or more, delivered
+// may arm its entry's escalation (docs/design.md §8): attention or more, delivered
 // to wake (not inbox.ModeInbox: a delivery=inbox subscription, or an alarm
 // about a paused session that wakes nobody), and reached through the
 // subject's supervision chain — as its controller (also when the
@@ -70,7 +70,7 @@ type Facts struct {
 }
 
 // Decide returns why an unacked entry escalates, "" when it does not
-// (DESIGN §8): a dead-lettered push; a dead recipient; a recipient that
+// (docs/design.md §8): a dead-lettered push; a dead recipient; a recipient that
 // has made no request since the entry and has no endpoint (unknown, or
 // silent); else, for a recipient that was reached, only a priority that
 // escalate_unacked names.
@@ -81,7 +81,7 @@ type Facts struct {
 // second of an earlier one, and that then stays silent for all of
 // escalate_after, is escalated although it read: the rare error is on the
 // side of being heard, never of a silent miss. A human: party is never dead here: liveness by
-// sightings and lifecycle is a session's (DESIGN §2), and a person is
+// sightings and lifecycle is a session's (docs/design.md §2), and a person is
 // reached through an endpoint, not by making requests.
 func Decide(f Facts) string {
 	switch {
@@ -200,7 +200,7 @@ type DeadFunc func(ctx context.Context, party string) (bool, error)
 
 // Next returns the first rung of ladder above height whose party is not
 // skipped and not dead: a dead party is passed at once, without waiting
-// for its own check (DESIGN §8). ok false: nobody is left — the entry is
+// for its own check (docs/design.md §8). ok false: nobody is left — the entry is
 // undeliverable.
 func Next(ctx context.Context, chain []string, ladder []Rung, height int, skip func(party string) bool, dead DeadFunc) (Rung, bool, error) {
 	for _, r := range ladder {
@@ -245,5 +245,5 @@ func Slot(due, now time.Time) time.Time {
 // Slack is how early a timer handles what is due: everything due within
 // it of the run. With Asynq's 1 s delayed-task check and a timer at the
 // start of its due second, a check runs at most Slack early and about 2 s
-// late (DESIGN §8: ±2 s).
+// late (docs/design.md §8: ±2 s).
 const Slack = time.Second

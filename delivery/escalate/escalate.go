@@ -1,4 +1,4 @@
-// Package escalate keeps the per-recipient state of escalation (DESIGN §8)
+// Package escalate keeps the per-recipient state of escalation (docs/design.md §8)
 // and decides the climb: which unacked entries escalate, and to whom.
 //
 // An entry that may escalate is armed by the inbox itself, in the same
@@ -256,7 +256,7 @@ return #ARGV - 1
 `)
 
 // DeadLettered makes the entries cks of a recipient due now, marked as
-// dead-lettered (DESIGN §8: its push was dead-lettered — escalate then,
+// dead-lettered (docs/design.md §8: its push was dead-lettered — escalate then,
 // at once). The caller schedules the recipient's timer.
 func (s *Store) DeadLettered(ctx context.Context, ws, party string, cks []string, now time.Time) error {
 	if err := checkRecipient(ws, party); err != nil {

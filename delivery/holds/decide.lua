@@ -1,4 +1,4 @@
--- decide.lua: the per-recipient part of the holds decision (DESIGN §7,
+-- decide.lua: the per-recipient part of the holds decision (docs/design.md §7,
 -- order quiet → PAUSED → attended → rate cap → channel) for one inbox
 -- update that decided a wake, as one atomic step. Quiet, quiet hours and
 -- PAUSED are decided by the caller (they are read from the workspace's

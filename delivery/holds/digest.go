@@ -12,34 +12,34 @@ import (
 // Label is how a digest groups a held wake: by what happened.
 func Label(it Item) string {
 	switch it.Type {
-	case "github.pull_request.closed":
+	case event.TypeGitHubPullRequestClosed:
 		if it.Merged {
 			return "merged"
 		}
 		return "closed"
-	case "github.pull_request.ready":
+	case event.TypeGitHubPullRequestReady:
 		return "ready"
-	case "github.pull_request.checks_failed":
+	case event.TypeGitHubPullRequestChecksFailed:
 		return "checks failed"
-	case "github.pull_request.dequeued":
+	case event.TypeGitHubPullRequestDequeued:
 		return "kicked out of the merge queue"
-	case "github.pull_request.stuck":
+	case event.TypeGitHubPullRequestStuck:
 		return "stuck"
-	case "github.pull_request.opened", "github.pull_request.reopened", "github.pull_request.linked":
+	case event.TypeGitHubPullRequestOpened, event.TypeGitHubPullRequestReopened, event.TypeGitHubPullRequestLinked:
 		return "opened"
-	case "github.pull_request_review.submitted":
+	case event.TypeGitHubPullRequestReviewSubmitted:
 		return "review"
-	case "session.crashed":
+	case event.TypeSessionCrashed:
 		return "crashed"
-	case "session.permission_requested":
+	case event.TypeSessionPermissionRequested:
 		return "permission requested"
-	case "session.awaiting_input":
+	case event.TypeSessionAwaitingInput:
 		return "awaiting input"
-	case "session.turn_ended":
+	case event.TypeSessionTurnEnded:
 		return "idle"
-	case "session.stalled":
+	case event.TypeSessionStalled:
 		return "stalled"
-	case "message.sent":
+	case event.TypeMessageSent:
 		return "message"
 	}
 	return it.Type
@@ -58,7 +58,7 @@ func subjectName(subject string) string {
 
 func hm(t time.Time) string { return t.UTC().Format("15:04") + "Z" }
 
-// Text is a digest's line (DESIGN §7): "[quiet lifted 02:50Z; held
+// Text is a digest's line (docs/design.md §7): "[quiet lifted 02:50Z; held
 // 02:12Z–02:51Z; 7 events] merged: #12 #13 · checks failed: #20 · …",
 // grouped by what happened in the order first seen, naming each subject
 // once per group.
@@ -116,7 +116,7 @@ func Text(reason string, items []Item, now time.Time) string {
 	return b.String()
 }
 
-// Entries are a digest's entries (DESIGN §8 "digest": [<entries>]): one
+// Entries are a digest's entries (docs/design.md §8 "digest": [<entries>]): one
 // per held wake, grouped by label in the order first seen, as the inbox
 // update that decided it.
 func Entries(items []Item) []inbox.Entry {

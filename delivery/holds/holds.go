@@ -1,5 +1,5 @@
-// Package holds decides whether a wake is pushed now or held (DESIGN §7,
-// seed 002's order quiet → PAUSED → attended → rate cap → channel), keeps
+// Package holds decides whether a wake is pushed now or held (docs/design.md §7,
+// the order quiet → PAUSED → attended → rate cap → channel), keeps
 // what is held, and turns it into one digest when the hold ends.
 //
 //   - Presence (PUT /v1/presence): attended until a time (the inbox turns
@@ -40,6 +40,7 @@ import (
 	"github.com/wakegate/wakegate/delivery/inbox"
 	"github.com/wakegate/wakegate/delivery/supervision"
 	"github.com/wakegate/wakegate/providers/event"
+	"github.com/wakegate/wakegate/providers/kind"
 )
 
 // Reasons a wake is held (Decision.Reason, the digest's reason).
@@ -69,7 +70,7 @@ var (
 )
 
 // ErrInvalid wraps the error of a call with bad input; nothing was written.
-var ErrInvalid = errors.New("holds: invalid input")
+var ErrInvalid = kind.New(kind.Invalid, "holds: invalid input")
 
 // MaxQuietRecords bounds the quiet records of one workspace (one per
 // scope; a lift deletes its record): a new scope beyond it is refused
@@ -78,7 +79,7 @@ const MaxQuietRecords = 10_000
 
 // ErrLimit is returned by SetQuiet for a new scope in a workspace that
 // has MaxQuietRecords already.
-var ErrLimit = errors.New("holds: quiet record limit reached")
+var ErrLimit = kind.New(kind.Limit, "holds: quiet record limit reached")
 
 // setQuietScript puts a quiet record.
 //
@@ -123,7 +124,7 @@ func checkRecipient(ws, party string) error {
 		return fmt.Errorf("%w: workspace %q", ErrInvalid, ws)
 	}
 	if _, err := event.ParseParty(party); err != nil {
-		return fmt.Errorf("%w: %v", ErrInvalid, err)
+		return fmt.Errorf("%w: %w", ErrInvalid, err)
 	}
 	return nil
 }
@@ -384,7 +385,7 @@ const decisionTTL = 72 * time.Hour
 // reaches here). A held wake is recorded for its digest; a re-run for the
 // same seq answers the original decision and records nothing.
 //
-// Quiet hours are a form of quiet (DESIGN §7), so they sit in quiet's
+// Quiet hours are a form of quiet (docs/design.md §7), so they sit in quiet's
 // place, right after an explicit quiet and before PAUSED: a wake that both
 // hold waits for the explicit quiet's lift (one digest, on the human's
 // word), one that only quiet hours hold waits for the period's end. They

@@ -1,4 +1,4 @@
--- deliver.lua: one update of one recipient's inbox (DESIGN §7): dedup,
+-- deliver.lua: one update of one recipient's inbox (docs/design.md §7): dedup,
 -- a new entry or a fold into the unacked entry of its coalesce key, a new
 -- seq, the wake decision, the dedup marker and the notification, as one
 -- atomic step.
@@ -22,7 +22,7 @@
 -- wake and armed 0 or 1. A duplicate returns the original delivery's
 -- answer (armed 0) and writes nothing.
 --
--- Escalation (DESIGN §8): an update with esc > 0 arms the entry — puts its
+-- Escalation (docs/design.md §8): an update with esc > 0 arms the entry — puts its
 -- coalesce key in :x scored by esc — when it creates the entry, raises its
 -- priority, is an escalated copy, or the entry was never armed; a fold
 -- that does none of these leaves the entry's timer alone, so an entry that

@@ -1,4 +1,4 @@
-// Package inbox keeps wakegate's durable per-recipient inboxes (DESIGN §7):
+// Package inbox keeps wakegate's durable per-recipient inboxes (docs/design.md §7):
 // dedup on (recipient, event), one entry per (recipient, coalesce key)
 // while unacked, folding with a new seq per update, the highest-priority
 // headline, the wake decision of every update (kinds and the wake-again
@@ -14,14 +14,14 @@
 // index included (TestMemoryPerEntry); folds add a dedup marker (≈ 200
 // bytes) per event and up to 64 folded ids.
 //
-// Escalation (DESIGN §8): a delivery with EscalateAt arms its entry in
+// Escalation (docs/design.md §8): a delivery with EscalateAt arms its entry in
 // the recipient's escalation due index (EscalationKey) in the same atomic
 // step, so a crash never leaves an entry delivered but unarmed, and a
 // re-run (a duplicate) never re-arms one; Ack disarms. Package escalate
 // drains the index. An escalated copy (Delivery.Escalation) is marked on
 // the entry ("escalated" in its JSON).
 //
-// Wake decisions (DESIGN §7): info is a digest; attention+ wakes an
+// Wake decisions (docs/design.md §7): info is a digest; attention+ wakes an
 // unattended recipient, and an attended one when its type's attended kind
 // is alert (else it is a notice); a delivery in ModeInbox never wakes. A
 // fold wakes again only when its priority rose above the entry's, the event
@@ -40,7 +40,6 @@ import (
 	"context"
 	_ "embed"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"strings"
 	"time"
@@ -48,6 +47,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/wakegate/wakegate/providers/event"
+	"github.com/wakegate/wakegate/providers/kind"
 )
 
 const defaultPrefix = "wg"
@@ -78,12 +78,12 @@ var (
 
 // ErrBeyondLast is returned by Ack for a seq beyond the inbox's last
 // assigned seq; nothing was acked.
-var ErrBeyondLast = errors.New("seq beyond the inbox's last")
+var ErrBeyondLast = kind.New(kind.Invalid, "seq beyond the inbox's last")
 
 // ErrInvalid is wrapped by the error of a call with bad input (a party or
 // workspace that breaks the grammar, a malformed event, an unknown via or
 // mode, a negative seq); nothing was written.
-var ErrInvalid = errors.New("inbox: invalid input")
+var ErrInvalid = kind.New(kind.Invalid, "inbox: invalid input")
 
 // Config fixes the inboxes' key prefix and retention.
 type Config struct {
@@ -119,7 +119,7 @@ const (
 	ViaFallback     = "fallback"
 	ViaDirect       = "direct"
 	ViaTakeover     = "takeover"
-	ViaEscalation   = "escalation" // an escalated copy (DESIGN §8): Delivery.Escalation says from whom
+	ViaEscalation   = "escalation" // an escalated copy (docs/design.md §8): Delivery.Escalation says from whom
 )
 
 // Delivery modes (Delivery.Mode).
@@ -155,13 +155,13 @@ type Delivery struct {
 	// type's attended kind (alert wakes, notice rides the next read).
 	Attended bool
 	// Settings is the workspace settings snapshot stored on a new entry
-	// (DESIGN §6); a fold keeps the entry's. Nil stores none.
+	// (docs/design.md §6); a fold keeps the entry's. Nil stores none.
 	Settings json.RawMessage
 	// Redelivery is an operator's redelivery: it passes dedup, may wake
 	// whatever the wake-again rule says, and marks the entry redelivered.
 	Redelivery bool
 	// EscalateAt, when set, is when this update's escalation check is due
-	// (DESIGN §8; the caller decides whether the update may escalate at
+	// (docs/design.md §8; the caller decides whether the update may escalate at
 	// all). It arms the entry — puts it in the recipient's EscalationKey —
 	// when the update creates the entry, raises its priority, is an
 	// escalated copy, or the entry was never armed; any other fold leaves
@@ -175,7 +175,7 @@ type Delivery struct {
 	Escalation *Escalation
 }
 
-// Escalation marks an entry that reached its party by escalation (DESIGN
+// Escalation marks an entry that reached its party by escalation (docs/design.md
 // §8); it is the entry's "escalated" in JSON.
 type Escalation struct {
 	// Level is the step: 1 for the first party above the original
@@ -217,7 +217,7 @@ type Result struct {
 	Armed bool
 }
 
-// Entry is one unacked entry as a reader sees it (DESIGN §7).
+// Entry is one unacked entry as a reader sees it (docs/design.md §7).
 type Entry struct {
 	Seq         int64  `json:"seq"`
 	Type        string `json:"type"`    // headline type
@@ -245,7 +245,7 @@ type Entry struct {
 	Waiter      bool            `json:"waiter,omitempty"`
 	Settings    json.RawMessage `json:"settings,omitempty"`
 	// Escalated is set on an entry that reached this party by escalation
-	// (DESIGN §8), even when later updates reached it otherwise.
+	// (docs/design.md §8), even when later updates reached it otherwise.
 	Escalated *Escalation `json:"escalated,omitempty"`
 	// Armed tells whether an update armed the entry's escalation
 	// (Delivery.EscalateAt); package escalate reads it.
@@ -271,15 +271,15 @@ func AttendedKind(e *event.Event) event.Kind {
 		_ = json.Unmarshal(e.Data, &d) // data that is not an object refines nothing
 	}
 	switch {
-	case e.Type == "github.pull_request.closed" && d.Merged,
-		e.Type == "message.sent" && d.Blocker:
+	case e.Type == event.TypeGitHubPullRequestClosed && d.Merged,
+		e.Type == event.TypeMessageSent && d.Blocker:
 		return event.KindAlert
 	}
 	return k
 }
 
 // Kind is what an update decides on its own, before the wake-again rule
-// of a fold (DESIGN §7 "Kinds"): info → digest; in ModeInbox → digest;
+// of a fold (docs/design.md §7 "Kinds"): info → digest; in ModeInbox → digest;
 // attention+ → wake for an unattended recipient, and for an attended one
 // the type's attended kind: alert → alert, anything else → notice.
 // The router may call it to know whether a delivery would wake.

@@ -16,7 +16,7 @@
 --                      source .. "\0" .. id .. "\0escalated"); value
 --                      "<seq> <new> <wake> <kind>" (the original Result);
 --                      expires after the retention
---   :x         zset    escalation due index (DESIGN §8): coalesce key
+--   :x         zset    escalation due index (docs/design.md §8): coalesce key
 --                      scored by the ms its escalation check is due;
 --                      written by deliver.lua (arming), cleared by ack.lua,
 --                      drained by package escalate

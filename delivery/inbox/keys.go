@@ -6,7 +6,7 @@ import (
 )
 
 // Key builders: the Go side of the layout inbox.lua documents. Every key of
-// one recipient starts with the deployment prefix (DESIGN §14) and carries
+// one recipient starts with the deployment prefix (docs/design.md §14) and carries
 // the recipient's hash tag, so each script touches one cluster slot:
 //
 //	<prefix>:{<prefix>:ib:<ws>:<party>}:n           string  last seq assigned (INCR)
@@ -17,7 +17,7 @@ import (
 //	<prefix>:{<prefix>:ib:<ws>:<party>}:x           zset    coalesce key scored by its escalation's due ms (EscalationKey)
 //
 // Workspace and party ids cannot contain '{', '}' or anything but
-// [A-Za-z0-9._-] after the party's kind (DESIGN §2), so tags never collide.
+// [A-Za-z0-9._-] after the party's kind (docs/design.md §2), so tags never collide.
 
 // Tag returns the hash tag every key of one recipient shares.
 func Tag(prefix, workspace, party string) string {
@@ -46,7 +46,7 @@ func (b *Inbox) keysOf(workspace, party string) keys {
 	}
 }
 
-// EscalationKey is a recipient's escalation due index (DESIGN §8): a zset
+// EscalationKey is a recipient's escalation due index (docs/design.md §8): a zset
 // of coalesce key → the ms its entry's escalation check is due. Deliver
 // arms it in the same step as the entry, Ack clears acked entries from
 // it, and package escalate drains it. An empty prefix means "wg".

@@ -1,5 +1,5 @@
 -- pushed.lua: a wake's push got its 2xx from a party that acks by its
--- endpoint (a human: party, DESIGN §7): the party is caught up with what
+-- endpoint (a human: party, docs/design.md §7): the party is caught up with what
 -- the push carried. When the entry is still at the pushed seq it is acked.
 -- When it has folded since (the push was decided at seq, later events took
 -- newer seqs), those later events were never sent: measured against what

@@ -14,7 +14,7 @@ import (
 	"github.com/wakegate/wakegate/providers/event"
 )
 
-// Page sizes of List (DESIGN §7 `limit`).
+// Page sizes of List (docs/design.md §7 `limit`).
 const (
 	DefaultLimit = 100
 	MaxLimit     = 1000
@@ -270,7 +270,7 @@ func (b *Inbox) Last(ctx context.Context, workspace, party string) (int64, error
 }
 
 // Pushed records that the push of the wake at seq of the entry ck got its
-// 2xx from a party that acks by its endpoint (DESIGN §7): the party is
+// 2xx from a party that acks by its endpoint (docs/design.md §7): the party is
 // caught up with what the push carried. The entry is acked when it is
 // still at seq. When it has folded since, what folded in was never sent:
 // an attention+ fold that the wake-again rule kept a notice decides a wake

@@ -123,10 +123,9 @@ func (s *Store) CommitEvents(ctx context.Context, workspace, pusher string, item
 		}
 	}
 	if recID != "" {
-		if err := s.rdb.XDel(ctx, recKey, recID).Err(); err != nil {
-			// Applied: RecoverBatches applies it again to no effect, and deletes it.
-			return out, nil
-		}
+		// Applied: should the delete fail, RecoverBatches applies the
+		// record again to no effect, and deletes it.
+		_ = s.rdb.XDel(ctx, recKey, recID).Err()
 	}
 	return out, nil
 }

@@ -1,4 +1,4 @@
-// Package ingest is the commit point (DESIGN §1): what the gateway writes
+// Package ingest is the commit point (docs/design.md §1): what the gateway writes
 // to Redis, in one atomic single-slot script, before it answers 2xx.
 //
 // A GitHub delivery is committed as its raw body (compressed), its dedup
@@ -28,6 +28,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/wakegate/wakegate/delivery/journal"
+	"github.com/wakegate/wakegate/providers/kind"
 )
 
 // Store commits inputs.
@@ -212,7 +213,7 @@ func ParseRecord(shard int, m redis.XMessage) Record {
 }
 
 // ErrNotFound is returned for a raw delivery that is not (or no longer) kept.
-var ErrNotFound = errors.New("not found")
+var ErrNotFound = kind.New(kind.NotFound, "not found")
 
 // Raws returns the committed deliveries of ingest records of one shard,
 // in one round trip (their keys share the shard's slot). A record whose
@@ -259,7 +260,7 @@ type rawMeta struct {
 }
 
 // The raw body is compressed on the request path, before the commit, so
-// what is durable at the 2xx is already the compact record (DESIGN §1).
+// what is durable at the 2xx is already the compact record (docs/design.md §1).
 // SpeedFastest: on octokit's 28 KB pull_request/opened it is 3.2 KB
 // against SpeedDefault's 3.1 KB, both in the same allocation class of
 // Redis (the raw-memory budget is unchanged), and it costs far less CPU

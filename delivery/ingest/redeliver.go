@@ -12,7 +12,7 @@ import (
 )
 
 // Stored returns the committed raw delivery guid, for an operator's
-// redelivery (DESIGN §11): the raw record is kept under its ingest shard
+// redelivery (docs/design.md §11): the raw record is kept under its ingest shard
 // (the repository's, which the GUID does not tell) and its dedup scope
 // (the hook: the App id, or a webhook's target id). Stored looks under
 // every shard for each hook in one pipeline and returns the first record

@@ -151,7 +151,7 @@ func (j *Journal) AppendArgs() []any {
 // Callers list "<tag>:journal" in KEYS so the script is routed to its slot.
 //
 //	wg_terminal(tag, ws, subject, type, time, summary, sid)
-//	  records the compact terminal record of a subject (DESIGN §3
+//	  records the compact terminal record of a subject (docs/design.md §3
 //	  DeathWatch) in "<tag>:term:<ws>:<subject>", kept 30 days: callers
 //	  call it after appending a terminal event.
 const AppendLua = `

@@ -15,10 +15,11 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/wakegate/wakegate/providers/event"
+	"github.com/wakegate/wakegate/providers/kind"
 )
 
 // ErrBadCursor is returned for a cursor or seq this journal did not issue.
-var ErrBadCursor = errors.New("bad cursor")
+var ErrBadCursor = kind.New(kind.Invalid, "bad cursor")
 
 // ErrUndecodable is wrapped by the error of an entry that cannot be
 // decoded. Readers skip such an entry (docs/design.md §4): it never fails

@@ -10,7 +10,7 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
-// BreakerConfig tunes the per-endpoint circuit breaker (DESIGN §8). Zero
+// BreakerConfig tunes the per-endpoint circuit breaker (docs/design.md §8). Zero
 // values take the defaults.
 type BreakerConfig struct {
 	// Failures in a row that open the breaker. Default 5.

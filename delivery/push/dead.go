@@ -8,14 +8,16 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/wakegate/wakegate/providers/kind"
 )
 
 // ErrNotFound is returned for a dead letter that does not exist.
-var ErrNotFound = errors.New("push: not found")
+var ErrNotFound = kind.New(kind.NotFound, "push: not found")
 
 // ErrEndpointUnavailable is returned for a redelivery to a party with no
 // endpoint or a disabled one: PUT it first.
-var ErrEndpointUnavailable = errors.New("push: the party has no enabled endpoint")
+var ErrEndpointUnavailable = kind.New(kind.Conflict, "push: the party has no enabled endpoint")
 
 // DeadLetter is a push that never got its 2xx: every attempt failed, or
 // the endpoint answered 410. It is wakegate's record (Asynq's archive is

@@ -40,7 +40,7 @@ type Message struct {
 	Escalated bool
 }
 
-// standardBody is the standard format (DESIGN §8), in the order a person
+// standardBody is the standard format (docs/design.md §8), in the order a person
 // reads it.
 type standardBody struct {
 	WebhookID string          `json:"webhook_id"`

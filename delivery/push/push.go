@@ -1,5 +1,5 @@
 // Package push keeps what outbound pushes need in Redis and on the wire
-// (DESIGN §8): the push endpoint of each (workspace, party) with its
+// (docs/design.md §8): the push endpoint of each (workspace, party) with its
 // signing secret, the SSRF guard that keeps pushes off internal networks,
 // Standard Webhooks signing and verification, the bodies (fixed when a
 // wake is decided, under a webhook id derived from the inbox seq), the
@@ -22,8 +22,9 @@
 package push
 
 import (
-	"errors"
 	"fmt"
+
+	"github.com/wakegate/wakegate/providers/kind"
 )
 
 const defaultPrefix = "wg"
@@ -31,7 +32,7 @@ const defaultPrefix = "wg"
 // ErrInvalid is wrapped by the error of a call with bad input (a malformed
 // URL, format or secret, a party that breaks the grammar); nothing was
 // written.
-var ErrInvalid = errors.New("push: invalid input")
+var ErrInvalid = kind.New(kind.Invalid, "push: invalid input")
 
 func invalid(format string, args ...any) error {
 	return fmt.Errorf("%w: %s", ErrInvalid, fmt.Sprintf(format, args...))

@@ -10,13 +10,15 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/wakegate/wakegate/providers/kind"
 )
 
 // ErrRefused is wrapped by the error of a URL or a dial the SSRF guard
 // refuses: the address is loopback, private, link-local (the cloud
 // metadata service among them), multicast, unspecified, shared (CGNAT)
 // or otherwise not a public unicast address.
-var ErrRefused = errors.New("address refused")
+var ErrRefused = kind.New(kind.Invalid, "address refused")
 
 // refusedPrefixes are the ranges that are not public unicast (besides what
 // netip's predicates catch): the IANA special-purpose registries' entries
@@ -103,7 +105,7 @@ type Resolver interface {
 	LookupNetIP(ctx context.Context, network, host string) ([]netip.Addr, error)
 }
 
-// Guard keeps pushes off internal networks (DESIGN §8): CheckURL at
+// Guard keeps pushes off internal networks (docs/design.md §8): CheckURL at
 // endpoint creation, and DialContext on the resolved address of every
 // connection, so a name that resolves elsewhere later (DNS rebinding) is
 // refused too. It is safe for concurrent use.

@@ -140,7 +140,11 @@ func TestDialRefusesResolvedAddress(t *testing.T) {
 	}
 	// Through an HTTP client as the pusher builds it.
 	client := &http.Client{Transport: &http.Transport{Proxy: nil, DialContext: g.DialContext}}
-	if _, err := client.Get("http://local.example/hook"); !errors.Is(err, ErrRefused) {
+	resp, err := client.Get("http://local.example/hook")
+	if err == nil {
+		resp.Body.Close()
+	}
+	if !errors.Is(err, ErrRefused) {
 		t.Errorf("GET through the guard = %v, want refused", err)
 	}
 	if len(rec.seen) != 0 {

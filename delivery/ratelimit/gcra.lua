@@ -1,5 +1,5 @@
 -- gcra.lua: one request of n events against a workspace's and a token's
--- ingest limits (DESIGN §4), a GCRA each, on Redis's own clock so every
+-- ingest limits (docs/design.md §4), a GCRA each, on Redis's own clock so every
 -- gateway shares one limit. Both are taken or neither: a request refused by
 -- one limit costs the other nothing.
 --

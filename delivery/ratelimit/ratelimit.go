@@ -1,4 +1,4 @@
-// Package ratelimit keeps the ingest rate limits (DESIGN §4) in Redis: a
+// Package ratelimit keeps the ingest rate limits (docs/design.md §4) in Redis: a
 // GCRA per workspace and per token, in one script on Redis's clock, so one
 // limit holds for the whole deployment however many gateways serve it.
 package ratelimit

@@ -16,7 +16,7 @@ import (
 )
 
 // PauseResurface is how often an idle or stale alarm about a session
-// paused until a time surfaces again after its first sight (seed 003:
+// paused until a time surfaces again after its first sight (
 // the watcher rechecks a paused worker every 4 h instead of nagging).
 const PauseResurface = 4 * time.Hour
 
@@ -37,17 +37,17 @@ func PauseKey(j *journal.Journal, workspace, party string) string {
 }
 
 // IsPauseAlarm reports whether e is a stale or idle alarm about its
-// session, the kind a pause with an until suppresses (DESIGN §7, seed
-// 003): session.stalled (the sweep's "no progress"), and
+// session, the kind a pause with an until suppresses (docs/design.md §7):
+// session.stalled (the sweep's "no progress"), and
 // session.turn_ended with data.idle (the session stopped and waits). Not
 // session.awaiting_input or permission_requested: those are the session
 // asking a question, an open decision someone must take, whatever it
 // declared about its wait; and never a crash.
 func IsPauseAlarm(e *event.Event) bool {
 	switch e.Type {
-	case "session.stalled":
+	case event.TypeSessionStalled:
 		return true
-	case "session.turn_ended":
+	case event.TypeSessionTurnEnded:
 		var d struct {
 			Idle bool `json:"idle"`
 		}
@@ -76,7 +76,7 @@ func (r *Registry) Pause(ctx context.Context, e *event.Event, now time.Time) (bo
 	at := journalTime(e.Seq, now)
 	var args []any
 	switch {
-	case e.Type == "session.paused":
+	case e.Type == event.TypeSessionPaused:
 		var d struct {
 			Until string `json:"until"`
 		}
@@ -87,7 +87,7 @@ func (r *Registry) Pause(ctx context.Context, e *event.Event, now time.Time) (bo
 		} else {
 			args = []any{"pause", at.UnixMilli(), until.UnixMilli(), "", 0, pauseMargin.Milliseconds()}
 		}
-	case e.Type == "session.resumed", e.Type == "session.turn_started", e.Type == "session.exited":
+	case e.Type == event.TypeSessionResumed, e.Type == event.TypeSessionTurnStarted, e.Type == event.TypeSessionExited:
 		args = []any{"end", at.UnixMilli()}
 	case IsPauseAlarm(e):
 		args = []any{"alarm", at.UnixMilli(), 0, e.Source + " " + e.ID, PauseResurface.Milliseconds()}

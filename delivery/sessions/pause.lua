@@ -1,5 +1,5 @@
--- pause.lua: the marker of a session paused until a time (seed 003,
--- DESIGN §7 "Paused sessions"), read and written by the router as it
+-- pause.lua: the marker of a session paused until a time
+-- (docs/design.md §7 "Paused sessions"), read and written by the router as it
 -- routes the session's events in journal order. An idle or stale alarm
 -- about a paused session surfaces at first sight, then at most once per
 -- resurface interval; the others are suppressed.

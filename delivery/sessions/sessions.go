@@ -1,4 +1,4 @@
-// Package sessions is the registry of parties (DESIGN §2): for each
+// Package sessions is the registry of parties (docs/design.md §2): for each
 // session its parent and lineage, labels, lifecycle and busy state, pause,
 // and when it was last seen; for every party, liveness.
 //
@@ -21,6 +21,7 @@ import (
 
 	"github.com/wakegate/wakegate/delivery/journal"
 	"github.com/wakegate/wakegate/providers/event"
+	"github.com/wakegate/wakegate/providers/kind"
 )
 
 // MaxDepth caps lineage: ancestors beyond it are not recorded.
@@ -29,7 +30,7 @@ const MaxDepth = 32
 // Liveness of a party.
 type Liveness string
 
-// Liveness values (DESIGN §2).
+// Liveness values (docs/design.md §2).
 const (
 	Unknown Liveness = "unknown" // never seen: a valid recipient and lease holder
 	Live    Liveness = "live"
@@ -169,7 +170,7 @@ func (r *Registry) LineageFor(ctx context.Context, workspace, child, parent stri
 }
 
 // ErrCycle is returned for a parent that would make the lineage a cycle.
-var ErrCycle = errors.New("parent would make a cycle")
+var ErrCycle = kind.New(kind.Unprocessable, "parent would make a cycle")
 
 // Seen records that a party made an authenticated request. Sightings are
 // written at most once a second per party per process: liveness is
@@ -215,7 +216,7 @@ local function wg_session(key, typ, now, parent, lineage, labels, paused, reason
   redis.call('HSET', key, 'state', typ)
   if typ == 'session.turn_started' then
     redis.call('HSET', key, 'busy', 'busy', 'busy_at', now)
-    redis.call('HDEL', key, 'paused_until', 'pause_reason') -- working again: the pause is over (seed 003)
+    redis.call('HDEL', key, 'paused_until', 'pause_reason') -- working again: the pause is over
   elseif typ == 'session.turn_ended' or typ == 'session.awaiting_input' or typ == 'session.permission_requested' then
     redis.call('HSET', key, 'busy', 'idle', 'busy_at', now)
   elseif typ == 'session.exited' then
@@ -261,7 +262,7 @@ func (r *Registry) SetParent(ctx context.Context, workspace, child, parent strin
 var (
 	// ErrNotInSubtree: the session exists and the caller is not its
 	// parent, its minter, or one of its ancestors.
-	ErrNotInSubtree = errors.New("the session exists and is not in the caller's subtree")
+	ErrNotInSubtree = kind.New(kind.Forbidden, "the session exists and is not in the caller's subtree")
 )
 
 // MintResult says what Mint found or did.

@@ -57,7 +57,7 @@ func seedNonMatching(tb testing.TB, s *Store, n int) {
 
 // BenchmarkMatch matches one event against 3 subscriptions it matches plus
 // 10, then 10,000, that it does not match (type-only, subject-glob and
-// label ones), on real Redis. DESIGN §5 asks that the second cost at most
+// label ones), on real Redis. docs/design.md §5 asks that the second cost at most
 // 2× the first. The "interleaved" sub-benchmark alternates the two stores
 // call by call, so load on the machine hits both alike, and reports their
 // ratio as the metric "ratio"; the parent logs the ratio of the two

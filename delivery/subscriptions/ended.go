@@ -6,7 +6,7 @@ import (
 	"slices"
 )
 
-// What the health sweep (workers/health, DESIGN §9 I6) needs to find and
+// What the health sweep (workers/health, docs/design.md §9 I6) needs to find and
 // close watches left on subjects that have ended.
 
 // OnSubject returns the live subscriptions of workspace that name subject

@@ -17,6 +17,7 @@ import (
 
 	"github.com/wakegate/wakegate/delivery/journal"
 	"github.com/wakegate/wakegate/providers/event"
+	"github.com/wakegate/wakegate/providers/kind"
 )
 
 // Store keeps subscriptions in Redis.
@@ -33,7 +34,7 @@ const DefaultMaxPerParty = 1000
 
 // ErrLimit is returned by Create for a party that has as many
 // subscriptions as it may (answer 422).
-var ErrLimit = errors.New("subscription limit reached")
+var ErrLimit = kind.New(kind.Limit, "subscription limit reached")
 
 // New returns a store whose keys start with prefix (WAKEGATE_REDIS_PREFIX).
 func New(rdb redis.UniversalClient, prefix string) *Store {
@@ -236,7 +237,7 @@ func (s *Store) Create(ctx context.Context, sub Subscription, now time.Time) (Su
 		return Subscription{}, fmt.Errorf("%w: workspace %q", ErrInvalid, sub.Workspace)
 	}
 	if _, err := event.ParseParty(sub.Owner); err != nil {
-		return Subscription{}, fmt.Errorf("%w: owner: %v", ErrInvalid, err)
+		return Subscription{}, fmt.Errorf("%w: owner: %w", ErrInvalid, err)
 	}
 	sub.Types = slices.Clone(sub.Types)
 	sub.Subjects = slices.Clone(sub.Subjects)
@@ -714,7 +715,7 @@ type Created struct {
 	Closed bool
 }
 
-// CreateWatching is Create followed by the DeathWatch check of DESIGN §6:
+// CreateWatching is Create followed by the DeathWatch check of docs/design.md §6:
 // each exact subject of the new subscription is looked up with terminalOf,
 // and a subscription "until: subject_terminal" whose subject has ended is
 // closed at once. Checking after storing closes the race with a terminal
@@ -739,7 +740,7 @@ func (s *Store) CreateWatching(ctx context.Context, sub Subscription, now time.T
 		}
 	}
 	// A subscription whose every subject has ended can never match again:
-	// it closes, whatever its until (DESIGN §3 DeathWatch).
+	// it closes, whatever its until (docs/design.md §3 DeathWatch).
 	if len(out.Ended) > 0 && (created.Until == UntilSubjectTerminal || len(out.Ended) == len(created.Subjects)) {
 		if _, err := s.remove(ctx, created.Workspace, []string{created.ID}); err != nil {
 			return out, fmt.Errorf("close subscription %s: %w", created.ID, err)

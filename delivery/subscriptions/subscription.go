@@ -1,5 +1,5 @@
-// Package subscriptions stores a workspace's subscriptions (DESIGN §6) and
-// matches events against them through indexes (DESIGN §5): the cost of
+// Package subscriptions stores a workspace's subscriptions (docs/design.md §6) and
+// matches events against them through indexes (docs/design.md §5): the cost of
 // matching one event depends on the subscriptions that could match it,
 // never on the ones that cannot.
 //
@@ -73,14 +73,15 @@ import (
 	"time"
 
 	"github.com/wakegate/wakegate/providers/event"
+	"github.com/wakegate/wakegate/providers/kind"
 )
 
 // Errors. Every error Parse or Create returns for bad input wraps ErrInvalid
 // (answer 400) or ErrUntil (answer 422) with a message naming the field.
 var (
-	ErrInvalid  = errors.New("invalid subscription")
-	ErrUntil    = errors.New("invalid until")
-	ErrNotFound = errors.New("no such subscription")
+	ErrInvalid  = kind.New(kind.Invalid, "invalid subscription")
+	ErrUntil    = kind.New(kind.Unprocessable, "invalid until")
+	ErrNotFound = kind.New(kind.NotFound, "no such subscription")
 )
 
 // Until values besides an RFC 3339 time.
@@ -91,7 +92,7 @@ const (
 
 // Delivery modes.
 const (
-	DeliveryWake  = "wake"  // entries wake by the rules of DESIGN §7
+	DeliveryWake  = "wake"  // entries wake by the rules of docs/design.md §7
 	DeliveryInbox = "inbox" // entries only, never a wake
 )
 
@@ -258,7 +259,7 @@ func values(field string, vs []string, check func(string) error) ([]string, erro
 	out := make([]string, 0, len(vs))
 	for _, v := range vs {
 		if err := check(v); err != nil {
-			return nil, fmt.Errorf("%w: %s: %q %v", ErrInvalid, field, v, err)
+			return nil, fmt.Errorf("%w: %s: %q %w", ErrInvalid, field, v, err)
 		}
 		if !slices.Contains(out, v) {
 			out = append(out, v)

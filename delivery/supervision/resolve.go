@@ -40,7 +40,7 @@ func Applicable(chain []string, edges map[string][]Edge) []Edge {
 	return out
 }
 
-// EffectiveController resolves who controls chain[0] (DESIGN §5): its own
+// EffectiveController resolves who controls chain[0] (docs/design.md §5): its own
 // controller if not dead, else the nearest ancestor's subtree controller
 // that is not dead (a dead holder: keep climbing), else the workspace's
 // default controller if not dead, else none. dead is asked about each

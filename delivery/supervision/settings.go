@@ -19,7 +19,7 @@ import (
 )
 
 // Lease modes: how a control message from a party that does not hold the
-// controller lease is treated (DESIGN §6).
+// controller lease is treated (docs/design.md §6).
 const (
 	LeaseOff     = "off"
 	LeaseWarn    = "warn"
@@ -39,7 +39,7 @@ type Settings struct {
 	Rate              Rate        `json:"rate"`
 }
 
-// Fallback is who hears a session event that reaches nobody (DESIGN §5).
+// Fallback is who hears a session event that reaches nobody (docs/design.md §5).
 type Fallback struct {
 	Party string `json:"party"`
 }
@@ -91,7 +91,7 @@ func (d *Duration) UnmarshalJSON(b []byte) error {
 	return nil
 }
 
-// Defaults (DESIGN §6): no default controller, no fallback, escalate_after
+// Defaults (docs/design.md §6): no default controller, no fallback, escalate_after
 // 2m, escalate_unacked none, no quiet hours, lease_mode off, rate 3 per 30s.
 func Defaults() Settings {
 	return Settings{
@@ -309,7 +309,7 @@ var fields = map[string]func(st *Settings, v json.RawMessage) error{
 			return err
 		}
 		if _, err := event.ParseParty(f.Party); err != nil {
-			return fmt.Errorf("party: %v", err)
+			return fmt.Errorf("party: %w", err)
 		}
 		st.Fallback = &f
 		return nil

@@ -33,7 +33,7 @@ func TestSettingsDefaults(t *testing.T) {
 func TestMergeSettings(t *testing.T) {
 	s, _ := newStore(t)
 	ctx := context.Background()
-	// The DESIGN §6 example.
+	// The docs/design.md §6 example.
 	st, err := s.MergeSettings(ctx, "ws", []byte(`{
 	  "default_controller": "session:boss",
 	  "fallback": {"party": "human:ops"},

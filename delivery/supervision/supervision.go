@@ -1,4 +1,4 @@
-// Package supervision keeps who supervises which session (DESIGN §6):
+// Package supervision keeps who supervises which session (docs/design.md §6):
 // controller leases with fencing epochs, observer edges, the spawner as the
 // default controller, and a workspace's supervision settings.
 //
@@ -38,6 +38,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/wakegate/wakegate/providers/event"
+	"github.com/wakegate/wakegate/providers/kind"
 )
 
 // Roles.
@@ -54,11 +55,11 @@ const (
 
 // Errors. ErrHeld is wrapped by *HeldError, which names the holder.
 var (
-	ErrInvalid   = errors.New("invalid supervision request")    // 400
-	ErrHeld      = errors.New("controller lease held")          // 409
-	ErrForbidden = errors.New("takeover not allowed")           // 403
-	ErrNotFound  = errors.New("no such edge")                   // 404
-	ErrLimit     = errors.New("supervision edge limit reached") // 422
+	ErrInvalid   = kind.New(kind.Invalid, "invalid supervision request")  // 400
+	ErrHeld      = kind.New(kind.Conflict, "controller lease held")       // 409
+	ErrForbidden = kind.New(kind.Forbidden, "takeover not allowed")       // 403
+	ErrNotFound  = kind.New(kind.NotFound, "no such edge")                // 404
+	ErrLimit     = kind.New(kind.Limit, "supervision edge limit reached") // 422
 )
 
 // MaxEdgesPerParty bounds the supervision edges one party takes through
@@ -90,7 +91,7 @@ type Edge struct {
 	Epoch   int64  `json:"epoch"` // the controller lease's fencing epoch; 0 for observers
 }
 
-// DeadFunc tells whether a party is dead (DESIGN §2): exited, or seen and
+// DeadFunc tells whether a party is dead (docs/design.md §2): exited, or seen and
 // then silent past the session TTL. Unknown parties are not dead. The
 // caller wraps delivery/sessions' Registry.Get.
 type DeadFunc func(ctx context.Context, workspace, party string) (dead bool, err error)
@@ -236,7 +237,7 @@ redis.call('SADD', KEYS[2], ARGV[2])
 return 1
 `)
 
-// Supervise makes caller a controller or observer of session (DESIGN §6).
+// Supervise makes caller a controller or observer of session (docs/design.md §6).
 //
 // Observer: any party, any number per session, no lease; asking again
 // updates the scope. Controller: the lease is granted when free or when its
@@ -369,7 +370,7 @@ func (s *Store) Release(ctx context.Context, workspace, session, caller, role st
 }
 
 // SetDefaultController makes session:<parent> the controller of child, with
-// scope subtree, unless child has a controller already (DESIGN §6: spawning
+// scope subtree, unless child has a controller already (docs/design.md §6: spawning
 // makes the parent the controller unless one is set).
 func (s *Store) SetDefaultController(ctx context.Context, workspace, child, parent string) error {
 	if err := checkIDs(workspace, child); err != nil {

@@ -23,7 +23,7 @@ type claimInput struct {
 }
 
 // Claim links PR number of repo to the session that opened it
-// (session.pr_opened, DESIGN §3). The first claim wins; the same session
+// (session.pr_opened, docs/design.md §3). The first claim wins; the same session
 // claiming again is a no-op. A claim by another session returns an error
 // wrapping ErrLinkConflict and the holder ("" when it belongs to another
 // workspace), and journals wakegate.link_conflict once per (PR, claimant).

@@ -20,7 +20,7 @@ import (
 // sequence of facts decoded from the input (see decodeRun), applied through
 // the real Tracker on real Redis, one by one (Apply) or in batches
 // (ApplyBatch), with the settle clock advanced now and then (SettleDue). A
-// small model of the PR that follows DESIGN §3's rules, and nothing more,
+// small model of the PR that follows docs/design.md §3's rules, and nothing more,
 // checks what the journal and the tracker say:
 //
 //   - no error but ErrInvalidFact, and that exactly for the invalid facts;
@@ -229,7 +229,7 @@ type stamped struct {
 	at time.Time
 }
 
-// prModel is PR #1 as DESIGN §3 defines it, folded from the facts applied.
+// prModel is PR #1 as docs/design.md §3 defines it, folded from the facts applied.
 type prModel struct {
 	seen        bool
 	updated     time.Time // of the newest snapshot applied
@@ -289,7 +289,7 @@ func (m *prModel) apply(f *github.Fact, now time.Time) {
 }
 
 // checkSubject is the subject a check or status fact must be journaled
-// under, or "" when DESIGN leaves it open.
+// under, or "" when the design leaves it open.
 func (m *prModel) checkSubject(repo string, c *github.CheckFact) string {
 	switch {
 	case slices.Contains(c.PRs, 1) || m.wasHead[c.SHA]:
@@ -309,7 +309,7 @@ func (m *prModel) changesRequested() bool {
 	return false
 }
 
-// mayBeReady reports whether DESIGN allows ready for sha at now. With no
+// mayBeReady reports whether the design allows ready for sha at now. With no
 // required checks it does not hold a suite's result against it (a suite is
 // only a trigger to re-evaluate), but counts one as reported.
 func (m *prModel) mayBeReady(sha string, now time.Time, required []string) bool {

@@ -1,4 +1,4 @@
-// Package tracker is wakegate's PR tracker (DESIGN §3): per pull request it
+// Package tracker is wakegate's PR tracker (docs/design.md §3): per pull request it
 // keeps state, draft, head, base, reviews and per-sha check results, and
 // derives from them the synthesized events github.pull_request.ready (once
 // per head sha) and github.pull_request.checks_failed, plus the link of a
@@ -32,6 +32,7 @@ import (
 	"github.com/wakegate/wakegate/delivery/journal"
 	"github.com/wakegate/wakegate/providers/event"
 	"github.com/wakegate/wakegate/providers/github"
+	"github.com/wakegate/wakegate/providers/kind"
 )
 
 var (
@@ -56,11 +57,11 @@ var (
 
 // ErrInvalidFact is wrapped by Apply's error for a fact it cannot fold in
 // (missing fields, data that is not JSON). Nothing was written.
-var ErrInvalidFact = errors.New("tracker: invalid fact")
+var ErrInvalidFact = kind.New(kind.Invalid, "tracker: invalid fact")
 
 // ErrLinkConflict is wrapped by Claim's error when the PR is already linked
 // to another session.
-var ErrLinkConflict = errors.New("pull request linked to another session")
+var ErrLinkConflict = kind.New(kind.Conflict, "pull request linked to another session")
 
 // Config tunes the tracker.
 type Config struct {
@@ -290,7 +291,7 @@ func (t *Tracker) applyInput(ctx context.Context, workspace, guid string, f *git
 	if f.Repo == "" {
 		in.Source = "//github.com"
 	}
-	if f.Type == "github.deployment_status" && f.Repo != "" {
+	if f.Type == event.TypeGitHubDeploymentStatus && f.Repo != "" {
 		// It also reaches the PRs whose head is its sha (docs/design.md §3).
 		in.DeploySHA, _ = strings.CutPrefix(f.Subject, "github:"+f.Repo+"@")
 		if in.DeploySHA == f.Subject || strings.ContainsAny(in.DeploySHA, "{}\n") {

@@ -1,5 +1,5 @@
 // Package perf holds wakegate's committed performance measurements against
-// real Redis (issues 2 and 3, "Performance"; results in
+// real Redis ("Performance"; results in
 // docs/performance.md), on serve's assembly (newStack, startWorkers, serve):
 //
 //   - BenchmarkIngest: signed 28 KB GitHub deliveries through the real
@@ -16,7 +16,7 @@
 //     recipient, 500 deliveries/s over 500 recipients, beside the bare
 //     baseline at the same rate. Long only with WAKEGATE_PERF=1.
 //   - BenchmarkFanout: one event fanned out to 10 and to 1,000 recipients
-//     with push endpoints on a local receiver (issue 4): commit to the
+//     with push endpoints on a local receiver: commit to the
 //     last signed delivery, and CPU per delivery at 1,000 ÷ at 10.
 //
 // Everything here is in _test.go files; this file only names the package.

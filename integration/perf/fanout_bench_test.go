@@ -29,7 +29,7 @@ import (
 	pushw "github.com/wakegate/wakegate/workers/push"
 )
 
-// BenchmarkFanout is issue 4's "one event fanned out to 1,000 recipients
+// BenchmarkFanout is the "one event fanned out to 1,000 recipients
 // with push endpoints (a local receiver): every signed delivery made
 // within 2 s, the cost per recipient the same at 10 and at 1,000".
 //

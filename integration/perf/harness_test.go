@@ -408,12 +408,6 @@ func setBaseline(v float64) {
 	sameRun.Unlock()
 }
 
-func getBaseline() float64 {
-	sameRun.Lock()
-	defer sameRun.Unlock()
-	return sameRun.baselineOpsPerSec
-}
-
 // reportRatios reports perSec ÷ the baseline's ops/s as "ratio", and the
 // baseline's CPU per request ÷ this run's as "cpu_ratio": the throughput
 // ratio a quiet CPU-bound machine would show.

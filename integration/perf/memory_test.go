@@ -20,8 +20,8 @@ import (
 
 const (
 	memDeliveries = 2000
-	rawBudget     = 4096 // bytes per raw 28 KB delivery (issue 2)
-	entryBudget   = 1536 // bytes per journal entry (issue 2)
+	rawBudget     = 4096 // bytes per raw 28 KB delivery
+	entryBudget   = 1536 // bytes per journal entry
 	// ttlKeyOverhead is what MEMORY USAGE does not count for a key with a
 	// TTL: its entry in the expires dict (24 B, a 32 B allocation) and the
 	// hash-table slots of both dicts (8 B each at load factor 1).
@@ -38,7 +38,7 @@ const (
 //	                derived record: the stream's bytes ÷ deliveries)
 //	journal entry = journal stream bytes ÷ entries + its (source, id) marker
 //
-// and asserts the budgets of issue 2 on those MEMORY USAGE sums: ≤ 4 KB and
+// and asserts the budgets on those MEMORY USAGE sums: ≤ 4 KB and
 // ≤ 1.5 KB. It also logs them with ttlKeyOverhead added per key, which
 // MEMORY USAGE leaves out (measured on redis-server 7.0.15: 100,000 SETs
 // with EX grew used_memory by ≈ 46 B per key more than MEMORY USAGE says).

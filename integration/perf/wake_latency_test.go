@@ -21,7 +21,7 @@ import (
 	"github.com/wakegate/wakegate/providers/agent"
 )
 
-// TestWakeLatency measures issue 3's "webhook received → wake visible to a
+// TestWakeLatency measures the "webhook received → wake visible to a
 // long-polling recipient" on serve's assembly (gateway, deriver, router
 // with pushes and holds, settler, Asynq) on a redis-server it starts with
 // AOF everysec:

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/wakegate/wakegate/providers/event"
+	"github.com/wakegate/wakegate/providers/kind"
 )
 
 // MaxBatch is the most events one push may carry.
@@ -19,10 +20,10 @@ const MaxBatch = 100
 
 // Errors of Decode and Prepare; Prepare's per-event errors wrap one of them.
 var (
-	ErrMalformed = errors.New("malformed") // not JSON, or not an event or a batch of them → 400
-	ErrTooMany   = errors.New("too many")  // a batch over MaxBatch → 413
-	ErrInvalid   = errors.New("invalid")   // an event breaks the grammar → 422
-	ErrForbidden = errors.New("forbidden") // the token may not push this event → 403
+	ErrMalformed = kind.New(kind.Invalid, "malformed")     // not JSON, or not an event or a batch of them → 400
+	ErrTooMany   = kind.New(kind.TooLarge, "too many")     // a batch over MaxBatch → 413
+	ErrInvalid   = kind.New(kind.Unprocessable, "invalid") // an event breaks the grammar → 422
+	ErrForbidden = kind.New(kind.Forbidden, "forbidden")   // the token may not push this event → 403
 )
 
 // Decode splits a push body into its events: a JSON array is a batch, an
@@ -225,7 +226,7 @@ func prepare(c *Claims, r json.RawMessage, now time.Time, n namer) (*Prepared, e
 			e.DataContentType = in.DataContentType
 		}
 	}
-	if typ == "message.sent" {
+	if typ == event.TypeMessageSent {
 		e.CoalesceKey = "message:" + e.Source + ":" + id // each message is its own entry
 	}
 	p := &Prepared{Event: e}
@@ -340,7 +341,7 @@ func fill(p *Prepared, id, typ string, data json.RawMessage, n namer) error {
 		}
 	}
 	switch typ {
-	case "session.spawned":
+	case event.TypeSessionSpawned:
 		if d.Parent != "" {
 			parent := strings.TrimPrefix(d.Parent, "session:")
 			if !event.ValidID(parent) {
@@ -357,7 +358,7 @@ func fill(p *Prepared, id, typ string, data json.RawMessage, n namer) error {
 			}
 		}
 		p.Labels = d.Labels
-	case "session.paused":
+	case event.TypeSessionPaused:
 		if d.Until != "" {
 			t, err := time.Parse(time.RFC3339, d.Until)
 			if err != nil {
@@ -366,7 +367,7 @@ func fill(p *Prepared, id, typ string, data json.RawMessage, n namer) error {
 			p.PausedUntil = t
 		}
 		p.Reason = d.Reason
-	case "session.pr_opened":
+	case event.TypeSessionPrOpened:
 		owner, name, ok := strings.Cut(d.Repo, "/")
 		if !ok || !event.ValidID(owner) || !event.ValidID(name) || d.Number <= 0 {
 			return bad(id, ErrInvalid, "session.pr_opened needs data.repo (org/repo) and data.number")

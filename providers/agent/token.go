@@ -1,4 +1,4 @@
-// Package agent authenticates callers of wakegate's agent API (DESIGN §4,
+// Package agent authenticates callers of wakegate's agent API (docs/design.md §4,
 // §10): it verifies the bearer JWTs every /v1 route takes and mints the
 // HS256 tokens of `wakegate token` (§12).
 //

@@ -3,7 +3,6 @@ package event
 import (
 	"errors"
 	"fmt"
-
 )
 
 // MaxDataDepth is how deep an event's data may nest (docs/design.md §4):

@@ -1,7 +1,7 @@
 // Package event is the contract every stage of wakegate shares: the
 // CloudEvents 1.0 envelope with wakegate's extension attributes, the
 // vocabulary of types (priority, attended kind, terminal), and the grammar
-// of party ids, types and subjects (DESIGN §2).
+// of party ids, types and subjects (docs/design.md §2).
 //
 // It imports nothing of wakegate's own: providers produce Events, the
 // journal stores them, workers route them.
@@ -74,7 +74,7 @@ func (p Priority) Rank() int {
 	return -1
 }
 
-// Kind is how an attention+ event reaches an attended recipient (DESIGN §7).
+// Kind is how an attention+ event reaches an attended recipient (docs/design.md §7).
 type Kind string
 
 // Kinds of the vocabulary's "attended →" column.
@@ -91,55 +91,55 @@ type Spec struct {
 	Terminal bool
 }
 
-// vocabulary holds the rows of DESIGN §2 whose properties do not depend on
+// vocabulary holds the rows of docs/design.md §2 whose properties do not depend on
 // the event's data. Lookup refines the rest.
 var vocabulary = map[string]Spec{
-	"session.crashed":              {Critical, KindAlert, false},
-	"session.permission_requested": {Critical, KindAlert, false},
-	"session.awaiting_input":       {Attention, KindNotice, false},
-	"session.turn_ended":           {Info, KindNotice, false}, // idle=true → attention
-	"session.stalled":              {Attention, KindNotice, false},
-	"session.exited":               {Info, KindNone, true},
-	"session.spawned":              {Info, KindNone, false},
-	"session.resumed":              {Info, KindNone, false},
-	"session.reaped":               {Info, KindNone, false},
-	"session.turn_started":         {Info, KindNone, false},
-	"session.handoff_suggested":    {Info, KindNone, false},
-	"session.paused":               {Info, KindNone, false},
-	"session.prompted":             {Info, KindNone, false},
-	"session.pr_opened":            {Info, KindNone, false},
-	"message.sent":                 {Attention, KindNotice, false}, // blocker → critical alert
-	"policy.failed":                {Attention, KindNotice, false},
-	"policy.done":                  {Info, KindNotice, false},
-	"cron.unhealthy":               {Attention, KindNotice, false},
+	TypeSessionCrashed:             {Critical, KindAlert, false},
+	TypeSessionPermissionRequested: {Critical, KindAlert, false},
+	TypeSessionAwaitingInput:       {Attention, KindNotice, false},
+	TypeSessionTurnEnded:           {Info, KindNotice, false}, // idle=true → attention
+	TypeSessionStalled:             {Attention, KindNotice, false},
+	TypeSessionExited:              {Info, KindNone, true},
+	TypeSessionSpawned:             {Info, KindNone, false},
+	TypeSessionResumed:             {Info, KindNone, false},
+	TypeSessionReaped:              {Info, KindNone, false},
+	TypeSessionTurnStarted:         {Info, KindNone, false},
+	TypeSessionHandoffSuggested:    {Info, KindNone, false},
+	TypeSessionPaused:              {Info, KindNone, false},
+	TypeSessionPrompted:            {Info, KindNone, false},
+	TypeSessionPrOpened:            {Info, KindNone, false},
+	TypeMessageSent:                {Attention, KindNotice, false}, // blocker → critical alert
+	TypePolicyFailed:               {Attention, KindNotice, false},
+	TypePolicyDone:                 {Info, KindNotice, false},
+	TypeCronUnhealthy:              {Attention, KindNotice, false},
 
-	"github.pull_request.opened":             {Attention, KindNotice, false},
-	"github.pull_request.reopened":           {Attention, KindNotice, false},
-	"github.pull_request.linked":             {Attention, KindNotice, false},
-	"github.pull_request.ready":              {Attention, KindNotice, false},
-	"github.pull_request.checks_failed":      {Attention, KindAlert, false},
-	"github.pull_request.closed":             {Attention, KindNotice, true}, // merged → alert
-	"github.pull_request.dequeued":           {Attention, KindAlert, false},
-	"github.pull_request.stuck":              {Attention, KindAlert, false},
-	"github.pull_request_review.submitted":   {Info, KindAlert, false}, // approved/changes_requested → attention
-	"github.pull_request.synchronize":        {Info, KindNone, false},
-	"github.pull_request.converted_to_draft": {Info, KindNone, false},
-	"github.pull_request.ready_for_review":   {Info, KindNone, false},
-	"github.pull_request.edited":             {Info, KindNone, false},
-	"github.pull_request.labeled":            {Info, KindNone, false},
-	"github.check_suite.completed":           {Info, KindNone, false},
-	"github.check_run.completed":             {Info, KindNone, false},
-	"github.status":                          {Info, KindNone, false},
-	"github.deployment_status":               {Info, KindNotice, false}, // failure → attention
-	"github.issue_comment.created":           {Info, KindNone, false},
-	"github.ping":                            {Info, KindNone, false},
+	TypeGitHubPullRequestOpened:           {Attention, KindNotice, false},
+	TypeGitHubPullRequestReopened:         {Attention, KindNotice, false},
+	TypeGitHubPullRequestLinked:           {Attention, KindNotice, false},
+	TypeGitHubPullRequestReady:            {Attention, KindNotice, false},
+	TypeGitHubPullRequestChecksFailed:     {Attention, KindAlert, false},
+	TypeGitHubPullRequestClosed:           {Attention, KindNotice, true}, // merged → alert
+	TypeGitHubPullRequestDequeued:         {Attention, KindAlert, false},
+	TypeGitHubPullRequestStuck:            {Attention, KindAlert, false},
+	TypeGitHubPullRequestReviewSubmitted:  {Info, KindAlert, false}, // approved/changes_requested → attention
+	TypeGitHubPullRequestSynchronize:      {Info, KindNone, false},
+	TypeGitHubPullRequestConvertedToDraft: {Info, KindNone, false},
+	TypeGitHubPullRequestReadyForReview:   {Info, KindNone, false},
+	TypeGitHubPullRequestEdited:           {Info, KindNone, false},
+	TypeGitHubPullRequestLabeled:          {Info, KindNone, false},
+	TypeGitHubCheckSuiteCompleted:         {Info, KindNone, false},
+	TypeGitHubCheckRunCompleted:           {Info, KindNone, false},
+	TypeGitHubStatus:                      {Info, KindNone, false},
+	TypeGitHubDeploymentStatus:            {Info, KindNotice, false}, // failure → attention
+	TypeGitHubIssueCommentCreated:         {Info, KindNone, false},
+	TypeGitHubPing:                        {Info, KindNone, false},
 
-	"wakegate.fault.undeliverable": {Internal, KindNone, false},
-	"wakegate.escalated":           {Internal, KindNone, false},
-	"wakegate.digest":              {Internal, KindNone, false},
-	"wakegate.link_conflict":       {Internal, KindNone, false},
-	"wakegate.link_refused":        {Internal, KindNone, false},
-	"wakegate.redelivered":         {Internal, KindNone, false},
+	TypeWakegateFaultUndeliverable: {Internal, KindNone, false},
+	TypeWakegateEscalated:          {Internal, KindNone, false},
+	TypeWakegateDigest:             {Internal, KindNone, false},
+	TypeWakegateLinkConflict:       {Internal, KindNone, false},
+	TypeWakegateLinkRefused:        {Internal, KindNone, false},
+	TypeWakegateRedelivered:        {Internal, KindNone, false},
 }
 
 // Lookup returns the vocabulary row of a type. Types outside the table

@@ -121,7 +121,7 @@ func validRepo(s string) bool {
 	return slash > 0 && slash < len(s)-1
 }
 
-// prActions are the pull_request actions wakegate journals (DESIGN §2).
+// prActions are the pull_request actions wakegate journals (docs/design.md §2).
 var prActions = map[string]bool{
 	"opened": true, "reopened": true, "closed": true, "synchronize": true,
 	"converted_to_draft": true, "ready_for_review": true, "edited": true,
@@ -183,7 +183,7 @@ func normalize(eventType string, body []byte, env envelope, pre any) (Fact, erro
 // with the data).
 func defaultPriority(typ string, data json.RawMessage) event.Priority {
 	switch typ {
-	case "github.pull_request_review.submitted", "github.deployment_status":
+	case event.TypeGitHubPullRequestReviewSubmitted, event.TypeGitHubDeploymentStatus:
 		return event.DefaultPriority(typ, data)
 	}
 	return event.DefaultPriority(typ, nil)
@@ -309,7 +309,7 @@ func (f *Fact) checkRun(body []byte, pre any) error {
 	result := ResultPending
 	if completed {
 		result = conclusionResult(r.Conclusion)
-		f.Type = "github.check_run.completed"
+		f.Type = event.TypeGitHubCheckRunCompleted
 	}
 	return f.check(CheckFact{SHA: r.HeadSHA, Name: r.Name, Result: result, At: at, PRs: prNumbers(r.PullRequests)},
 		checkData{App: appName(r.App), Status: r.Status, Conclusion: r.Conclusion, URL: r.HTMLURL},
@@ -343,7 +343,7 @@ func (f *Fact) checkSuite(body []byte, pre any) error {
 	result := ResultPending
 	if completed {
 		result = conclusionResult(s.Conclusion)
-		f.Type = "github.check_suite.completed"
+		f.Type = event.TypeGitHubCheckSuiteCompleted
 	}
 	name := "suite:" + strconv.FormatInt(s.ID, 10)
 	label := appName(s.App)
@@ -379,7 +379,7 @@ func (f *Fact) status(body []byte, pre any) error {
 	if at.IsZero() {
 		at = p.CreatedAt.Time
 	}
-	f.Type = "github.status"
+	f.Type = event.TypeGitHubStatus
 	return f.check(CheckFact{SHA: p.SHA, Name: p.Context, Result: result, At: at},
 		checkData{State: p.State, Description: p.Description, URL: p.TargetURL},
 		fmt.Sprintf("status %q", oneLine(p.Context)))
@@ -507,7 +507,7 @@ func (f *Fact) issueComment(body []byte, pre any) error {
 		return err
 	}
 	is, c := p.Issue, p.Comment
-	f.Type = "github.issue_comment.created"
+	f.Type = event.TypeGitHubIssueCommentCreated
 	f.Subject = event.PRSubject(f.Repo, is.Number) // issues and PRs share one number space
 	f.Time = c.CreatedAt.Time
 	kind := "issue"
@@ -556,7 +556,7 @@ func (f *Fact) deploymentStatus(body []byte, pre any) error {
 	if url == "" {
 		url = s.TargetURL
 	}
-	f.Type = "github.deployment_status"
+	f.Type = event.TypeGitHubDeploymentStatus
 	f.Subject = event.ShaSubject(f.Repo, d.SHA)
 	f.CoalesceKey = fmt.Sprintf("github:%s/deployment/%d", f.Repo, d.ID)
 	f.Time = s.UpdatedAt.Time

@@ -1,5 +1,5 @@
 // Package github turns GitHub webhook deliveries into what wakegate knows
-// about them (DESIGN §3): VerifySignature checks X-Hub-Signature-256 over
+// about them (docs/design.md §3): VerifySignature checks X-Hub-Signature-256 over
 // the raw body, Normalize maps a payload to a Fact — the event template and
 // the tracker input one delivery carries, before the PR tracker resolves
 // subjects and synthesizes ready / checks_failed — and Parse is the
@@ -23,7 +23,7 @@ import (
 var ErrSignature = errors.New("github: invalid webhook signature")
 
 // signaturePrefix is the only algorithm accepted: SHA-1 (X-Hub-Signature,
-// "sha1=") is never enough on its own (DESIGN §3).
+// "sha1=") is never enough on its own (docs/design.md §3).
 const signaturePrefix = "sha256="
 
 // VerifySignature checks header, the value of X-Hub-Signature-256

@@ -133,7 +133,7 @@ func (d *Deriver) Run(ctx context.Context) error {
 
 func (d *Deriver) ensureGroup(ctx context.Context, shard int) error {
 	err := d.rdb.XGroupCreateMkStream(ctx, d.store.StreamKey(shard), group, "0").Err()
-	if err != nil && !strings.HasPrefix(err.Error(), "BUSYGROUP") {
+	if err != nil && !redis.HasErrorPrefix(err, "BUSYGROUP") {
 		return fmt.Errorf("create consumer group on ingest shard %d: %w", shard, err)
 	}
 	return nil
@@ -153,9 +153,11 @@ func (d *Deriver) consume(ctx context.Context, shard int) {
 	}()
 	for ctx.Err() == nil {
 		d.beats[shard].Store(time.Now().UnixMilli())
-		res, err := d.rdb.XReadGroup(ctx, &redis.XReadGroupArgs{
-			Group: group, Consumer: d.consumer, Streams: []string{stream, ">"}, Count: batchSize, Block: 2 * time.Second,
-		}).Result()
+		res, err := blocking(ctx, func() ([]redis.XStream, error) {
+			return d.rdb.XReadGroup(ctx, &redis.XReadGroupArgs{
+				Group: group, Consumer: d.consumer, Streams: []string{stream, ">"}, Count: batchSize, Block: 2 * time.Second,
+			}).Result()
+		})
 		if errors.Is(err, redis.Nil) {
 			continue
 		}
@@ -163,7 +165,7 @@ func (d *Deriver) consume(ctx context.Context, shard int) {
 			if ctx.Err() != nil {
 				return
 			}
-			if strings.HasPrefix(err.Error(), "NOGROUP") {
+			if redis.HasErrorPrefix(err, "NOGROUP") {
 				_ = d.ensureGroup(ctx, shard)
 			}
 			d.log.Warn("read ingest shard", "shard", shard, "err", err)
@@ -524,7 +526,7 @@ func (d *Deriver) Relay(ctx context.Context, shard int, minIdle time.Duration) (
 		Stream: stream, Group: group, Idle: minIdle, Start: "-", End: "+", Count: 100,
 	}).Result()
 	if err != nil {
-		if strings.HasPrefix(err.Error(), "NOGROUP") {
+		if redis.HasErrorPrefix(err, "NOGROUP") {
 			return 0, d.ensureGroup(ctx, shard)
 		}
 		return 0, fmt.Errorf("pending on ingest shard %d: %w", shard, err)
@@ -574,5 +576,28 @@ func wait(ctx context.Context, d time.Duration) {
 	select {
 	case <-ctx.Done():
 	case <-t.C:
+	}
+}
+
+// blocking runs a blocking read and returns when it answers or ctx ends,
+// whichever is first: go-redis does not interrupt a blocked command when
+// its context is cancelled, so a stop would otherwise wait out the block.
+// An abandoned read ends with its block, or when the client is closed.
+func blocking[T any](ctx context.Context, read func() (T, error)) (T, error) {
+	type result struct {
+		v   T
+		err error
+	}
+	done := make(chan result, 1)
+	go func() {
+		v, err := read()
+		done <- result{v, err}
+	}()
+	select {
+	case r := <-done:
+		return r.v, r.err
+	case <-ctx.Done():
+		var zero T
+		return zero, ctx.Err()
 	}
 }

@@ -2,6 +2,7 @@ package derive_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -61,7 +62,7 @@ func (e *env) crash(t *testing.T) {
 	for s := range e.store.Shards() {
 		_ = e.rdb.XGroupCreateMkStream(e.ctx, e.store.StreamKey(s), "derive", "0").Err()
 		if err := e.rdb.XReadGroup(e.ctx, &redis.XReadGroupArgs{Group: "derive", Consumer: "dead",
-			Streams: []string{e.store.StreamKey(s), ">"}, Count: 100, Block: -1}).Err(); err != nil && err != redis.Nil {
+			Streams: []string{e.store.StreamKey(s), ">"}, Count: 100, Block: -1}).Err(); err != nil && !errors.Is(err, redis.Nil) {
 			t.Fatal(err)
 		}
 	}
@@ -218,5 +219,31 @@ func TestFactInTheRecord(t *testing.T) {
 	}
 	if poison != 1 || left != 0 {
 		t.Fatalf("%d set aside (want 1), %d ingest records left (want 0)", poison, left)
+	}
+}
+
+// TestIdleStopIsPrompt: a deriver blocked reading idle shards stops as
+// soon as its context ends, not when its 2 s blocking read times out.
+func TestIdleStopIsPrompt(t *testing.T) {
+	e := newEnv(t)
+	ctx, stop := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { _ = e.d.Run(ctx); close(done) }()
+	deadline := time.Now().Add(5 * time.Second)
+	for e.d.Healthy() != nil {
+		if time.Now().After(deadline) {
+			t.Fatal("not reading within 5 s")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	start := time.Now()
+	stop()
+	select {
+	case <-done:
+		if took := time.Since(start); took > 500*time.Millisecond {
+			t.Errorf("stopped in %v, want within 0.5 s", took)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("did not stop within 5 s")
 	}
 }

@@ -20,7 +20,7 @@ import (
 var ErrUnderivable = errors.New("delivery cannot be derived")
 
 // Redeliverer re-derives stored raw deliveries on an operator's request
-// (POST /admin/deliveries/{guid}/redeliver, DESIGN §11), synchronously:
+// (POST /admin/deliveries/{guid}/redeliver, docs/design.md §11), synchronously:
 // the same normalization and tracker script as the deriver, so, as every
 // derivation is idempotent on fact ids, only what is missing is journaled
 // — a repair after a crash or a fixed bug. Each request is recorded in the
@@ -97,7 +97,7 @@ func (r *Redeliverer) Redeliver(ctx context.Context, req Request) (*Redelivery, 
 		out.Status, out.Reason = "ignored", raw.Ignored
 	} else {
 		if fact, err = normalize(raw); err != nil {
-			return nil, fmt.Errorf("%w: %v", ErrUnderivable, err)
+			return nil, fmt.Errorf("%w: %v", ErrUnderivable, err) //nolint:errorlint // the cause is told, not wrapped: callers act on ErrUnderivable alone
 		}
 		if fact.Ignored != "" {
 			out.Status, out.Reason = "ignored", fact.Ignored
@@ -107,7 +107,7 @@ func (r *Redeliverer) Redeliver(ctx context.Context, req Request) (*Redelivery, 
 		return out, nil // no workspace: nothing derived, nowhere to record it
 	}
 	rec := &event.Event{SpecVersion: event.SpecVersion, ID: "redelivered/delivery/" + raw.GUID + "/" + req.RequestID,
-		Source: event.ServerSource(raw.Workspace), Type: "wakegate.redelivered", Subject: recordSubject(raw, fact),
+		Source: event.ServerSource(raw.Workspace), Type: event.TypeWakegateRedelivered, Subject: recordSubject(raw, fact),
 		DataContentType: "application/json", Workspace: raw.Workspace, Priority: event.Internal}
 	if prev, err := r.j.Recorded(ctx, rec.Workspace, rec.Subject, rec.Source, rec.ID); err != nil || prev != nil {
 		if err != nil {
@@ -118,7 +118,7 @@ func (r *Redeliverer) Redeliver(ctx context.Context, req Request) (*Redelivery, 
 	if out.Status == "" {
 		res, err := r.tracker.Apply(ctx, raw.Workspace, raw.GUID, fact, r.now())
 		if errors.Is(err, tracker.ErrInvalidFact) {
-			return nil, fmt.Errorf("%w: %v", ErrUnderivable, err)
+			return nil, fmt.Errorf("%w: %v", ErrUnderivable, err) //nolint:errorlint // as above: not an invalid input of the caller's
 		}
 		if err != nil {
 			return nil, err

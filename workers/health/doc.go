@@ -1,4 +1,4 @@
-// Package health is wakegate's health sweep (DESIGN §9, seed 000 §3 and
+// Package health is wakegate's health sweep (docs/design.md §9, docs/design.md §9 and
 // §6.8): it checks the seven invariants of supervision against state,
 // repairs what it can, synthesizes the events only time can produce, and
 // answers GET /v1/health/supervision.
@@ -35,7 +35,7 @@
 // same head and no new check result for WAKEGATE_PR_STUCK_AFTER, fact id
 // stuck/<subject>/<head sha> — through journal.Append, so the router
 // delivers them like any event (a paused session's stalled alarm is held
-// back there, seed 003), and a re-run or a second sweeper journals nothing
+// back there), and a re-run or a second sweeper journals nothing
 // twice.
 //
 // # How it knows what changed, and what it costs

@@ -204,10 +204,10 @@ func (f *filer) event(ctx context.Context, e *event.Event, streamID string) {
 		_ = json.Unmarshal(e.Data, &d) // data that is not an object files nothing
 	}
 	switch e.Type {
-	case "session.prompted", "message.sent":
+	case event.TypeSessionPrompted, event.TypeMessageSent:
 		// I4: who drives the session — prompts by their provenance,
 		// messages with control intent by their sender.
-		if d.Source == "" || len(d.Source) > 200 || (e.Type == "message.sent" && d.Intent != "control") {
+		if d.Source == "" || len(d.Source) > 200 || (e.Type == event.TypeMessageSent && d.Intent != "control") {
 			return
 		}
 		subj := e.Subject
@@ -218,10 +218,10 @@ func (f *filer) event(ctx context.Context, e *event.Event, streamID string) {
 			f.pipe.ZAddGT(ctx, s.drvKey(ws, subj), redis.Z{Score: ms, Member: d.Source})
 			f.pipe.Expire(ctx, s.drvKey(ws, subj), keyTTL)
 		}
-	case "wakegate.fault.undeliverable":
+	case event.TypeWakegateFaultUndeliverable:
 		b, _ := json.Marshal(faultRef{Seq: e.Seq, ID: e.ID, Subject: e.Subject, Type: d.Type, Summary: e.Summary})
 		f.pipe.ZAddNX(ctx, s.faultsKey(ws), redis.Z{Score: ms, Member: string(b)})
-	case "wakegate.escalated":
+	case event.TypeWakegateEscalated:
 		// The escalated copy woke its party (a page always does).
 		if _, err := event.ParseParty(d.To); err == nil {
 			f.pipe.SAdd(ctx, s.activeKey(ws), d.To)

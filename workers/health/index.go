@@ -2,6 +2,7 @@ package health
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -51,7 +52,7 @@ func (s *Sweeper) page(ctx context.Context, key string, offset, limit int) ([]re
 	pipe := s.rdb.Pipeline()
 	members := pipe.ZRevRangeWithScores(ctx, key, int64(offset), int64(offset+limit-1))
 	card := pipe.ZCard(ctx, key)
-	if _, err := pipe.Exec(ctx); err != nil && err != redis.Nil {
+	if _, err := pipe.Exec(ctx); err != nil && !errors.Is(err, redis.Nil) {
 		return nil, 0, fmt.Errorf("health index %s: %w", key, err)
 	}
 	return members.Val(), card.Val(), nil

@@ -11,7 +11,7 @@ import (
 	"github.com/wakegate/wakegate/workers/health"
 )
 
-// Every invariant of seed 000 §3, violated on purpose and routed by the
+// Every invariant of docs/design.md §9, violated on purpose and routed by the
 // real router: the report names each with a count and an example; the
 // periodic pass repairs I2 (the overdue unreached entry's timer scheduled
 // again through the escalator) and I6 (the watch on the merged PR

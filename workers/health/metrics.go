@@ -3,6 +3,8 @@ package health
 import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promauto"
+
+	"github.com/wakegate/wakegate/providers/event"
 )
 
 // metrics of the sweep. Labels are invariant ids, event types of the
@@ -20,7 +22,7 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 	f := promauto.With(reg)
 	m := &metrics{
 		violations: f.NewGaugeVec(prometheus.GaugeOpts{Name: "wakegate_health_violations",
-			Help: "What each invariant of seed 000 §3 counts across workspaces after the last periodic sweep (I3: unacked entries, a measure)."},
+			Help: "What each invariant of docs/design.md §9 counts across workspaces after the last periodic sweep (I3: unacked entries, a measure)."},
 			[]string{"invariant"}),
 		repairs: f.NewCounterVec(prometheus.CounterOpts{Name: "wakegate_health_repairs_total",
 			Help: "Repairs the health sweep made, by invariant (I2: escalation timers scheduled again, I6: watches closed)."},
@@ -38,7 +40,7 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		m.violations.WithLabelValues(inv.id)
 		m.repairs.WithLabelValues(inv.id)
 	}
-	for _, t := range []string{"session.stalled", "github.pull_request.stuck"} {
+	for _, t := range []string{event.TypeSessionStalled, event.TypeGitHubPullRequestStuck} {
 		m.synthesized.WithLabelValues(t)
 	}
 	for _, k := range []string{"session", "pull_request", "party"} {

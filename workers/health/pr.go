@@ -97,8 +97,8 @@ func (r *run) stuck(ctx context.Context, subj, repo string, n int, head, title, 
 		short = short[:7]
 	}
 	e := &event.Event{SpecVersion: event.SpecVersion, ID: factID, Source: event.GitHubSource(repo),
-		Type: "github.pull_request.stuck", Subject: subj, Time: r.now.UTC(), DataContentType: "application/json",
-		Workspace: r.ws, Priority: event.DefaultPriority("github.pull_request.stuck", data),
+		Type: event.TypeGitHubPullRequestStuck, Subject: subj, Time: r.now.UTC(), DataContentType: "application/json",
+		Workspace: r.ws, Priority: event.DefaultPriority(event.TypeGitHubPullRequestStuck, data),
 		Summary: fmt.Sprintf("%s#%d has had no new result at %s for %s", repo, n, short, r.now.Sub(last).Truncate(time.Second)),
 		Data:    data}
 	if session != "" && sessionWS == r.ws && event.ValidID(session) {
@@ -165,7 +165,7 @@ type i6Example struct {
 // can never match again — "until subject_terminal" ones (past watchGrace:
 // the router closes those as it routes the terminal event), and any whose
 // every subject has ended (as a new subscription on ended subjects is
-// closed at once, DESIGN §3). The periodic pass closes them.
+// closed at once, docs/design.md §3). The periodic pass closes them.
 func (r *run) watches(ctx context.Context, subj string, next *soonest) error {
 	t, err := r.s.j.TerminalOf(ctx, r.ws, subj)
 	if err != nil || t == nil {

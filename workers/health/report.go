@@ -14,7 +14,7 @@ import (
 )
 
 // Report is the answer of GET /v1/health/supervision: every invariant of
-// seed 000 §3 with a count, a few examples, and the repairs of the last
+// docs/design.md §9 with a count, a few examples, and the repairs of the last
 // day.
 type Report struct {
 	Workspace string    `json:"workspace"`

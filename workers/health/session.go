@@ -186,7 +186,7 @@ func (r *run) drivers(ctx context.Context, subj string, next *soonest) error {
 // time of its last sign of work (turn start or heartbeat), so a re-run or
 // a second sweeper journals nothing twice, and a session that works again
 // and then falls silent again stalls again. The router delivers it like
-// any event (a paused session's alarm is held back there, seed 003).
+// any event (a paused session's alarm is held back there).
 func (r *run) stalled(ctx context.Context, rec *sessions.Session) error {
 	id := strings.TrimPrefix(rec.Party, "session:")
 	busy := rec.BusyAt.UnixMilli()
@@ -198,9 +198,9 @@ func (r *run) stalled(ctx context.Context, rec *sessions.Session) error {
 	data, _ := json.Marshal(map[string]any{"busy_since": rec.BusyAt, "last_seen": nullTime(rec.SeenAt),
 		"max_turn": r.s.cfg.MaxTurn.String(), "liveness": rec.Liveness})
 	e := &event.Event{SpecVersion: event.SpecVersion, ID: factID, Source: event.ServerSource(r.ws),
-		Type: "session.stalled", Subject: rec.Party, Time: r.now.UTC(), DataContentType: "application/json",
+		Type: event.TypeSessionStalled, Subject: rec.Party, Time: r.now.UTC(), DataContentType: "application/json",
 		Workspace: r.ws, SessionID: id, Lineage: rec.Lineage,
-		Priority: event.DefaultPriority("session.stalled", data),
+		Priority: event.DefaultPriority(event.TypeSessionStalled, data),
 		Summary:  fmt.Sprintf("%s has been busy for %s with no heartbeat (max turn %s)", rec.Party, quiet, r.s.cfg.MaxTurn),
 		Data:     data}
 	return r.synthesize(ctx, e)

@@ -209,7 +209,7 @@ func TestUnchangedSubjectsSkipped(t *testing.T) {
 	}
 }
 
-// Seed 003: a session paused until a time (a known wait declared while
+// A session paused until a time (a known wait declared while
 // busy) still stalls, and its stalled alarm surfaces at first sight; the
 // next one within the resurface interval is held back by the router
 // (inbox-only: in the controller's inbox, waking nobody).

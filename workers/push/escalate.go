@@ -27,10 +27,10 @@ import (
 )
 
 // TypeEscalate is the Asynq task type of a recipient's escalation timer
-// (DESIGN §8). It rides the push queue.
+// (docs/design.md §8). It rides the push queue.
 const TypeEscalate = "escalate:check"
 
-// Escalator runs escalation (DESIGN §8): one timer per recipient, an
+// Escalator runs escalation (docs/design.md §8): one timer per recipient, an
 // Asynq task at the earliest due of its armed entries (package
 // delivery/escalate keeps them), whose handler checks every entry due,
 // climbs the ones that escalate one level — an escalated copy in the next
@@ -191,7 +191,7 @@ func (e *Escalator) remember(workspace, party string, slot, now time.Time) {
 func (e *Escalator) ProcessTask(ctx context.Context, t *asynq.Task) error {
 	var tm timer
 	if err := json.Unmarshal(t.Payload(), &tm); err != nil {
-		return fmt.Errorf("escalation timer payload: %v: %w", err, asynq.SkipRetry)
+		return fmt.Errorf("escalation timer payload: %w: %w", err, asynq.SkipRetry)
 	}
 	return e.Check(ctx, tm.Workspace, tm.Party)
 }
@@ -320,7 +320,7 @@ func (e *Escalator) decide(ctx context.Context, ws, party string, ent *inbox.Ent
 	}
 	var ev event.Event
 	if err := json.Unmarshal(ent.Event, &ev); err != nil {
-		return nil, fmt.Errorf("headline of %q: %v: %w", ent.CoalesceKey, err, errBadEntry)
+		return nil, fmt.Errorf("headline of %q: %w: %w", ent.CoalesceKey, err, errBadEntry)
 	}
 	var path []string
 	level, rungStr := 1, ""
@@ -374,7 +374,7 @@ func containsStr(list []string, v string) bool {
 func (e *Escalator) apply(ctx context.Context, ws, party string, c *escalate.Claim, now time.Time) error {
 	var ev event.Event
 	if err := json.Unmarshal(c.Event, &ev); err != nil {
-		return fmt.Errorf("claimed event: %v: %w", err, errBadEntry)
+		return fmt.Errorf("claimed event: %w: %w", err, errBadEntry)
 	}
 	if c.To == "" {
 		return e.undeliverable(ctx, ws, party, &ev, c)
@@ -408,7 +408,7 @@ func (e *Escalator) apply(ctx context.Context, ws, party string, c *escalate.Cla
 		"path": c.Path, "seq": c.Seq, "to_seq": res.Seq,
 		"event": map[string]string{"source": ev.Source, "id": ev.ID, "type": ev.Type, "subject": ev.Subject}})
 	added, err := e.journal(ctx, &event.Event{ID: "escalated/" + strconv.Itoa(c.Level) + "/" + party + "/" + ev.Source + "/" + ev.ID,
-		Type: "wakegate.escalated", Summary: fmt.Sprintf("%s about %s escalated from %s to %s (%s)", ev.Type, ev.Subject, party, c.To, c.Reason),
+		Type: event.TypeWakegateEscalated, Summary: fmt.Sprintf("%s about %s escalated from %s to %s (%s)", ev.Type, ev.Subject, party, c.To, c.Reason),
 		Data: data}, &ev)
 	if err != nil {
 		return err
@@ -453,7 +453,7 @@ func (e *Escalator) undeliverable(ctx context.Context, ws, party string, ev *eve
 		"seq": ev.Seq, "from": party, "level": c.Level, "path": c.Path, "reason": c.Reason,
 		"detail": "escalation found nobody above " + party + " to reach (no fallback, or the fallback unreached)"})
 	added, err := e.journal(ctx, &event.Event{ID: "undeliverable/escalation/" + ev.Source + "/" + ev.ID,
-		Type: "wakegate.fault.undeliverable", Summary: "nobody could be reached about " + ev.Type + " about " + ev.Subject + " (escalation topped out at " + party + ")",
+		Type: event.TypeWakegateFaultUndeliverable, Summary: "nobody could be reached about " + ev.Type + " about " + ev.Subject + " (escalation topped out at " + party + ")",
 		Data: data}, ev)
 	if err != nil {
 		return err
@@ -476,7 +476,7 @@ func (e *Escalator) journal(ctx context.Context, f *event.Event, of *event.Event
 }
 
 // deadLettered is the pusher's dead-letter hook: the entries of a push
-// that became a dead letter escalate at once (DESIGN §8) — the entry of
+// that became a dead letter escalate at once (docs/design.md §8) — the entry of
 // ck, or of each seq still current (a digest's).
 func (e *Escalator) deadLettered(ctx context.Context, ws, party, ck string, seqs []int64) error {
 	var cks []string

@@ -220,7 +220,7 @@ func wantCopy(t *testing.T, what string, ent *inbox.Entry, level int, path []str
 	}
 }
 
-// maxLate is how late a check may run: DESIGN §8 says ±2 s; the margin is
+// maxLate is how late a check may run: docs/design.md §8 says ±2 s; the margin is
 // for a loaded test machine.
 const maxLate = 2*time.Second + 500*time.Millisecond
 

@@ -11,7 +11,7 @@ import (
 	dpush "github.com/wakegate/wakegate/delivery/push"
 )
 
-// TestHangingEndpointKeepsOthersP99 is issue 4's "an endpoint that hangs
+// TestHangingEndpointKeepsOthersP99 is the "an endpoint that hangs
 // for 30 s does not move the p99 of other recipients' pushes": with the
 // Asynq concurrency serve runs (64) and the default 10 s attempt timeout,
 // 200 pushes to 20 other recipients are timed (enqueue to receipt) once

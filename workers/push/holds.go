@@ -21,7 +21,7 @@ import (
 	"github.com/wakegate/wakegate/providers/event"
 )
 
-// TypeRelease is the Asynq task type that ends a hold (DESIGN §7): the
+// TypeRelease is the Asynq task type that ends a hold (docs/design.md §7): the
 // rate cap's digest at the next token, the end of a quiet-hours period,
 // the end of a PAUSED, or a quiet record's until. It rides the push queue.
 const TypeRelease = "holds:release"
@@ -228,7 +228,7 @@ func (r *Releaser) LiftQuiet(ctx context.Context, workspace, scope string) (dige
 func (r *Releaser) ProcessTask(ctx context.Context, t *asynq.Task) error {
 	var rl release
 	if err := json.Unmarshal(t.Payload(), &rl); err != nil {
-		return fmt.Errorf("release payload: %v: %w", err, asynq.SkipRetry)
+		return fmt.Errorf("release payload: %w: %w", err, asynq.SkipRetry)
 	}
 	now := r.now()
 	switch rl.Reason {

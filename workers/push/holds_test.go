@@ -124,8 +124,7 @@ func (he *holdsEnv) settle(t *testing.T, rc *receiver, n int) {
 	}
 }
 
-// TestAttendedGetsAlertsNotNotices is the 2026-11-05 incident of seed 002
-// §9: an attended recipient gets an idle turn_ended as a notice (no push)
+// TestAttendedGetsAlertsNotNotices replays a field incident: an attended recipient gets an idle turn_ended as a notice (no push)
 // and a failed check, a review verdict and a merge as alerts (pushed).
 func TestAttendedGetsAlertsNotNotices(t *testing.T) {
 	he := newHoldsEnv(t)

@@ -1,4 +1,4 @@
-// Package push sends wakegate's outbound pushes (DESIGN §8) on Asynq: the
+// Package push sends wakegate's outbound pushes (docs/design.md §8) on Asynq: the
 // router enqueues one push:deliver task per wake to a party with an
 // endpoint, under the task id of its webhook-id (so a re-run of the
 // routing enqueues nothing twice); the handler signs the fixed body
@@ -121,11 +121,11 @@ type Pusher struct {
 	m         *metrics
 	now       func() time.Time
 	// onDeadLetter is told of every dead letter (the Escalator hooks
-	// itself in): its entries escalate at once (DESIGN §8).
+	// itself in): its entries escalate at once (docs/design.md §8).
 	onDeadLetter func(ctx context.Context, workspace, party, ck string, seqs []int64) error
 	inflight     inflight
 	// rewake decides whether a wake decided when a push's 2xx found its
-	// entry folded past it is pushed now (the holds, DESIGN §7); nil:
+	// entry folded past it is pushed now (the holds, docs/design.md §7); nil:
 	// always.
 	rewake Rewake
 }
@@ -142,7 +142,7 @@ func (p *Pusher) WithRewake(f Rewake) *Pusher {
 	return p
 }
 
-// caughtUp finishes a human: party's wake push that got its 2xx (DESIGN
+// caughtUp finishes a human: party's wake push that got its 2xx (docs/design.md
 // §7): the party is caught up with what the push carried — its entry is
 // acked if still at the pushed seq; if the entry folded since, what folded
 // in was never sent, and when the wake-again rule kept it a notice it
@@ -588,7 +588,7 @@ func randDuration(n time.Duration) time.Duration {
 func (p *Pusher) ProcessTask(ctx context.Context, t *asynq.Task) error {
 	var pl payload
 	if err := json.Unmarshal(t.Payload(), &pl); err != nil || pl.WebhookID == "" {
-		return fmt.Errorf("push payload: %v: %w", err, asynq.SkipRetry)
+		return fmt.Errorf("push payload: %w: %w", err, asynq.SkipRetry)
 	}
 	sent, err := p.rdb.Exists(ctx, p.sentKey(pl.WebhookID)).Result()
 	if err != nil {

@@ -26,7 +26,7 @@ func (s shiftedReleaser) Schedule(ctx context.Context, workspace, party, reason 
 	return s.rel.Schedule(ctx, workspace, party, reason, at.Add(-s.offset))
 }
 
-// TestQuietHoursHoldThenOneDigest is issue 4's "during quiet hours a
+// TestQuietHoursHoldThenOneDigest is the "during quiet hours a
 // critical event reaches the human at once, an attention event only in
 // the digest at the end", through the router, the holds, the Asynq
 // release at the period's end and a real receiver. The router's and the

@@ -8,7 +8,7 @@ import (
 	"github.com/wakegate/wakegate/delivery/inbox"
 )
 
-// TestRateCapDigestAtTheNextToken adds the time window to issue 4's "ten
+// TestRateCapDigestAtTheNextToken adds the time window to the "ten
 // attention events to one recipient within 5 s → exactly 3 wakes, then
 // one digest wake at the next token carrying the other 7"
 // (TestRateCapFoldsIntoOneDigest checks the counts): the three wakes go

@@ -14,7 +14,7 @@ import (
 // Server runs Asynq's workers for wakegate: pushes, hold releases and
 // (Handle) escalation timers, on the queue of this deployment's prefix.
 // Delayed tasks are checked every second and an idle queue every half
-// second (DESIGN §8: timers within ±2 s).
+// second (docs/design.md §8: timers within ±2 s).
 type Server struct {
 	srv *asynq.Server
 	mux *asynq.ServeMux

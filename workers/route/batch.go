@@ -87,7 +87,7 @@ func (b *batch) keepSettings(ws string, st supervision.Settings) {
 // terminal event of its subject earlier in the batch.
 func prefetchable(e *event.Event) bool {
 	return !strings.HasPrefix(e.Type, "wakegate.") && e.Priority != event.Internal &&
-		e.Type != "message.sent" && e.SessionID == ""
+		e.Type != event.TypeMessageSent && e.SessionID == ""
 }
 
 // prefetched returns the prefetched candidates of e (reading them for the

@@ -12,7 +12,7 @@ import (
 
 // BenchmarkRoute routes one attention event about a PR linked to a
 // session with two ancestors, in a workspace with 100,000 sessions and 10,
-// then 10,000, subscriptions that do not match (DESIGN §5: matching goes
+// then 10,000, subscriptions that do not match (docs/design.md §5: matching goes
 // through indexes, so the second must cost at most 2× the first). The two
 // worlds are routed alternately, call by call, so machine noise hits both
 // alike; the metric "ratio" is the cost of 10,000 over 10.

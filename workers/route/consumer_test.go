@@ -254,6 +254,29 @@ func streamLess(a, b string) bool {
 	return am < bm || am == bm && as < bs
 }
 
+// TestIdleStopIsPrompt: a consumer blocked reading idle shards stops as
+// soon as its context ends, not when its blocking read (LeaseTTL/5 = 2 s
+// here) would have timed out.
+func TestIdleStopIsPrompt(t *testing.T) {
+	rdb, prefix := redistest.New(t)
+	j := journal.New(rdb, journal.Config{Prefix: prefix, Shards: 4})
+	c := NewConsumer(rdb, j, newRecorder().handle, quiet(), prometheus.NewRegistry(), ConsumerConfig{LeaseTTL: 10 * time.Second})
+	ctx, stop := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { _ = c.Run(ctx); close(done) }()
+	waitFor(t, "every shard held", func() bool { return len(c.Held()) == 4 })
+	start := time.Now()
+	stop()
+	select {
+	case <-done:
+		if took := time.Since(start); took > 500*time.Millisecond {
+			t.Errorf("stopped in %v, want within 0.5 s", took)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("did not stop within 5 s")
+	}
+}
+
 // A worker starting on 16 free shards says so in one line at info; the
 // lease of each shard is at debug.
 func TestTakingShardsLogsOneSummaryAtInfo(t *testing.T) {

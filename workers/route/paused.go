@@ -8,7 +8,7 @@ import (
 	"github.com/wakegate/wakegate/providers/event"
 )
 
-// pausedSessions applies seed 003's paused sessions (DESIGN §7) to one
+// pausedSessions applies paused sessions (docs/design.md §7) to one
 // event about to be delivered to the recipients in to: a session.paused
 // with an until, its end (session.resumed, turn_started, exited, or the
 // until) and the stale and idle alarms about the session in between

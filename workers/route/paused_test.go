@@ -32,7 +32,7 @@ func (l *wakeLog) count() int {
 	return len(l.wakes)
 }
 
-// TestPausedSessionAlarms is seed 003 through the router: a session paused
+// TestPausedSessionAlarms is a paused session through the router: a session paused
 // until a time surfaces its first idle or stale alarm, and the ones after
 // it land in its supervisor's inbox without waking anyone, until
 // turn_started ends the pause. Questions (awaiting_input) still wake.

@@ -26,7 +26,7 @@ var ErrNotRoutable = errors.New("internal events are never routed")
 var ErrInProgress = errors.New("a redelivery with this request id is in progress")
 
 // RedeliverRequest is an operator's redelivery of a journaled event
-// (POST /admin/events/{id}/redeliver, DESIGN §11).
+// (POST /admin/events/{id}/redeliver, docs/design.md §11).
 type RedeliverRequest struct {
 	// Party, when set, is the only party the event goes to: with the way
 	// it reaches it when the router resolves it as a recipient now, else
@@ -100,7 +100,7 @@ func (r *Router) Redeliver(ctx context.Context, e *event.Event, req RedeliverReq
 	sum := sha1.Sum([]byte(e.Source + "\x00" + e.ID + "\x00" + req.Party))
 	rec := &event.Event{SpecVersion: event.SpecVersion,
 		ID:     "redelivered/event/" + hex.EncodeToString(sum[:8]) + "/" + req.RequestID,
-		Source: event.ServerSource(e.Workspace), Type: "wakegate.redelivered", Subject: e.Subject,
+		Source: event.ServerSource(e.Workspace), Type: event.TypeWakegateRedelivered, Subject: e.Subject,
 		DataContentType: "application/json", Workspace: e.Workspace, Priority: event.Internal}
 	// Claim the request, then look for its record: a request that finds
 	// the claim taken, or the record there, does nothing again.
@@ -123,11 +123,11 @@ func (r *Router) Redeliver(ctx context.Context, e *event.Event, req RedeliverReq
 	}
 
 	now := r.now()
-	to, v, err := r.recipients(ctx, e, now)
+	d, v, err := r.route(ctx, e, now)
 	if err != nil {
 		return nil, err
 	}
-	e = v.event
+	e, to := v.event, d.to
 	if req.Party != "" {
 		rc, ok := to[req.Party]
 		if !ok {

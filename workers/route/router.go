@@ -26,7 +26,7 @@ import (
 	"github.com/wakegate/wakegate/providers/event"
 )
 
-// Router decides who must hear each journaled event (DESIGN §5) and
+// Router decides who must hear each journaled event (docs/design.md §5) and
 // delivers it into their inboxes, recording every delivery in the shard's
 // ledger. Routing is idempotent: inbox deliveries are deduplicated on
 // (recipient, event), the undeliverable fault has a fact id, and the
@@ -46,7 +46,7 @@ type Router struct {
 	escalate escalator // nil: no escalation
 }
 
-// escalator keeps the escalation timers (package workers/push, DESIGN §8):
+// escalator keeps the escalation timers (package workers/push, docs/design.md §8):
 // Armed makes sure a recipient's timer runs by its earliest armed due
 // after a delivery armed an entry due at due (zero: not known); idempotent.
 type escalator interface {
@@ -64,7 +64,7 @@ func (r *Router) WithEscalation(e escalator) *Router {
 // holder is presence, quiet and the holds decision (package
 // delivery/holds): the router reads its recipients' presence and quiet
 // before delivering (attended turns attention+ into alert or notice) and
-// asks Decide before pushing a wake (quiet → PAUSED → rate cap; DESIGN §7).
+// asks Decide before pushing a wake (quiet → PAUSED → rate cap; docs/design.md §7).
 type holder interface {
 	Lookup(ctx context.Context, workspace string, parties []string, now time.Time) (map[string]holds.State, error)
 	QueueLookup(ctx context.Context, p redis.Pipeliner, workspace string, parties []string, now time.Time) func() (map[string]holds.State, error)
@@ -165,25 +165,26 @@ type recipient struct {
 
 // Handle routes one event; it is the consumer's Handler.
 func (r *Router) Handle(ctx context.Context, shard int, e *event.Event) error {
-	if strings.HasPrefix(e.Type, "wakegate.") || e.Priority == event.Internal {
-		return nil // never routed
+	if !routed(e) {
+		return nil
 	}
 	now := r.now()
-	if e.Type == "session.spawned" && len(e.Lineage) > 0 {
+	if e.Type == event.TypeSessionSpawned && len(e.Lineage) > 0 {
 		// The spawner controls its child (scope subtree) unless one is set.
 		if err := r.sup.SetDefaultController(ctx, e.Workspace, e.SessionID, e.Lineage[0]); err != nil {
 			return err
 		}
 	}
-	to, v, err := r.recipients(ctx, e, now)
+	d, v, err := r.route(ctx, e, now)
 	if err != nil {
 		return err
 	}
 	e = v.event // with the lineage routing resolved
-	if len(to) == 0 && strings.HasPrefix(e.Subject, "session:") && e.Priority.Rank() >= event.Attention.Rank() {
-		return r.undeliverable(ctx, e) // nobody, not even the fallback
+	if d.undeliverable {
+		return r.undeliverable(ctx, e)
 	}
-	if err := r.pausedSessions(ctx, e, now, to); err != nil { // seed 003: see paused.go
+	to := d.to
+	if err := r.pausedSessions(ctx, e, now, to); err != nil { // see paused.go
 		return err
 	}
 	if err := r.deliverAll(ctx, shard, e, to, v, now); err != nil {
@@ -197,26 +198,182 @@ func (r *Router) Handle(ctx context.Context, shard int, e *event.Event) error {
 	return nil
 }
 
-// recipients resolves who must hear e now (DESIGN §5): subscribers,
-// observers and the effective controller up its lineage, a message's
-// target, and the fallback when an attention+ session event would
-// otherwise reach nobody; and what delivering needs of what it read
-// (view). It writes nothing, and reads in two pipelined round trips:
+// route resolves who must hear e now (docs/design.md §5) and what delivering
+// needs of what it read (view): gather reads the snapshot, decide applies
+// the rules to it. It writes nothing.
+func (r *Router) route(ctx context.Context, e *event.Event, now time.Time) (decision, *view, error) {
+	snap, v, err := r.gather(ctx, e, now)
+	if err != nil {
+		return decision{}, nil, err
+	}
+	return decide(snap, v.event), v, nil // the event as routed: its lineage resolved
+}
+
+// snapshot is everything the rules of docs/design.md §5 read about one event:
+// gather reads it from Redis, decide is a pure function of it.
+type snapshot struct {
+	settings supervision.Settings
+	// chain is e's session followed by its lineage, nearest ancestor
+	// first; nil when e is about no session.
+	chain []string
+	// matches are the subscriptions e matches (none are read for a
+	// message), oldest first.
+	matches []subscriptions.Subscription
+	// edges are the supervision edges of chain's sessions, by session.
+	edges map[string][]supervision.Edge
+	// dead tells which controller candidates are dead; a party absent
+	// from it is not (docs/design.md §2: unknown parties are not dead).
+	dead map[string]bool
+}
+
+// decision is who hears an event, and why; undeliverable when a session
+// event of attention or more reaches nobody, not even the fallback.
+type decision struct {
+	to            map[string]recipient
+	undeliverable bool
+}
+
+// routed reports whether e is routed at all: wakegate.* and internal
+// events never are (docs/design.md §5).
+func routed(e *event.Event) bool {
+	return !strings.HasPrefix(e.Type, "wakegate.") && e.Priority != event.Internal
+}
+
+// isMessage: a message goes to its target and the target's observers only
+// (docs/design.md §7): no subscriber, no controller, no fallback.
+func isMessage(e *event.Event) bool { return e.Type == event.TypeMessageSent && e.SessionID != "" }
+
+// chainOf is e's session followed by its lineage; nil without a session.
+func chainOf(e *event.Event) []string {
+	if e.SessionID == "" {
+		return nil
+	}
+	return append([]string{e.SessionID}, e.Lineage...)
+}
+
+// candidates are the parties that may be e's effective controller, in the
+// order they are considered: the applicable controller edges' holders,
+// then the workspace default controller. None for a message or an event
+// about no session.
+func candidates(s *snapshot, e *event.Event) []string {
+	if s.chain == nil || isMessage(e) {
+		return nil
+	}
+	var out []string
+	for _, edge := range supervision.Applicable(s.chain, s.edges) {
+		if edge.Role == supervision.Controller {
+			out = append(out, edge.Holder)
+		}
+	}
+	if s.settings.DefaultController != "" {
+		out = append(out, s.settings.DefaultController)
+	}
+	return out
+}
+
+// mayHear lists, once each, every party decide may name from s (those
+// whose holds state and endpoint gather reads): the subscribers, the
+// message's target, the observers, the controller candidates and the
+// fallback.
+func mayHear(s *snapshot, e *event.Event) []string {
+	seen := map[string]bool{}
+	var out []string
+	add := func(p string) {
+		if p != "" && !seen[p] {
+			seen[p] = true
+			out = append(out, p)
+		}
+	}
+	for _, sub := range s.matches {
+		add(sub.Owner)
+	}
+	if isMessage(e) {
+		add(event.SessionSubject(e.SessionID))
+	}
+	for _, edge := range supervision.Applicable(s.chain, s.edges) {
+		if edge.Role == supervision.Observer {
+			add(edge.Holder)
+		}
+	}
+	for _, c := range candidates(s, e) {
+		add(c)
+	}
+	if f := s.settings.Fallback; f != nil {
+		add(f.Party)
+	}
+	return out
+}
+
+// decide applies the rules of docs/design.md §5 to one event and what gather read
+// about it: subscribers, observers of e's session and of its ancestors
+// with scope subtree, the effective controller (own, an ancestor's
+// subtree controller, the workspace default; a dead one skipped), a
+// message's target; minus the party that caused e and the subject session
+// itself (except through its own subscriptions or as a message's target);
+// then the fallback when an attention+ session event would reach nobody,
+// and undeliverable when even that leaves nobody. It does no I/O.
+func decide(s *snapshot, e *event.Event) decision {
+	to := map[string]recipient{}
+	if !routed(e) {
+		return decision{to: to}
+	}
+	message := isMessage(e)
+	for _, sub := range s.matches {
+		if message {
+			break // a message reaches no subscriber
+		}
+		to[sub.Owner] = recipient{via: inbox.ViaSubscription, mode: sub.Delivery, waiter: sub.Owner == "session:"+e.SessionID}
+	}
+	if message {
+		to[event.SessionSubject(e.SessionID)] = recipient{via: inbox.ViaDirect}
+	}
+	for _, edge := range supervision.Applicable(s.chain, s.edges) {
+		if _, ok := to[edge.Holder]; !ok && edge.Role == supervision.Observer {
+			to[edge.Holder] = recipient{via: inbox.ViaObserver}
+		}
+	}
+	if s.chain != nil && !message {
+		dead := func(_ context.Context, _, party string) (bool, error) { return s.dead[party], nil }
+		// dead never fails, so neither does the resolution.
+		res, _ := supervision.EffectiveController(context.Background(), e.Workspace, s.chain, s.edges, s.settings.DefaultController, dead)
+		if controller := res.Party; controller != "" {
+			if rc, ok := to[controller]; !ok || rc.via == inbox.ViaObserver {
+				to[controller] = recipient{via: inbox.ViaController}
+			} else if rc.via == inbox.ViaSubscription {
+				rc.controller = true
+				to[controller] = rc
+			}
+		}
+	}
+
+	// A sender never hears its own event; the subject session hears about
+	// itself only through its own subscriptions (or as a message's target).
+	delete(to, causer(e))
+	if self := "session:" + e.SessionID; e.SessionID != "" {
+		if rc, ok := to[self]; ok && rc.via != inbox.ViaSubscription && rc.via != inbox.ViaDirect {
+			delete(to, self)
+		}
+	}
+	needsSomeone := strings.HasPrefix(e.Subject, "session:") && e.Priority.Rank() >= event.Attention.Rank()
+	if len(to) == 0 && needsSomeone {
+		if f := s.settings.Fallback; !message && f != nil && f.Party != "" && f.Party != causer(e) {
+			to[f.Party] = recipient{via: inbox.ViaFallback}
+		}
+	}
+	return decision{to: to, undeliverable: len(to) == 0 && needsSomeone}
+}
+
+// gather reads what decide needs about e, in two pipelined round trips:
 // first the settings, the session's record, the subscriptions e matches
-// and the supervision edges up its lineage; then the liveness of the
+// and the supervision edges up its chain; then the liveness of the
 // controller candidates, and the holds state and push endpoint of every
 // party that may hear e (a third when the session has labels, or
 // ancestors the event does not carry: the subscriptions are matched again
-// with them, and the ancestors' edges read).
-func (r *Router) recipients(ctx context.Context, e *event.Event, now time.Time) (map[string]recipient, *view, error) {
+// with them, and the ancestors' edges read). It writes nothing.
+func (r *Router) gather(ctx context.Context, e *event.Event, now time.Time) (*snapshot, *view, error) {
 	b := batchFrom(ctx)
-	// A message goes to its target and the target's observers only
-	// (DESIGN §7): no subscriber, no controller, no fallback.
-	message := e.Type == "message.sent" && e.SessionID != ""
-	var chain []string
-	if e.SessionID != "" {
-		chain = append([]string{e.SessionID}, e.Lineage...)
-	}
+	message := isMessage(e)
+	snap := &snapshot{chain: chainOf(e)}
 
 	p := r.rdb.Pipeline()
 	settings, ok := b.settingsFor(e.Workspace)
@@ -226,13 +383,12 @@ func (r *Router) recipients(ctx context.Context, e *event.Event, now time.Time) 
 	}
 	var readSession func(time.Time) (*sessions.Session, error)
 	var readMatches func() ([]subscriptions.Subscription, error)
-	var matches []subscriptions.Subscription
 	if !message {
 		if e.SessionID != "" {
 			readSession = r.reg.Queue(ctx, p, e.Workspace, event.SessionSubject(e.SessionID)) // its labels
 		}
 		if c, ok := b.prefetched(ctx, e, r.subs); ok {
-			matches = r.subs.MatchFrom(ctx, e, c)
+			snap.matches = r.subs.MatchFrom(ctx, e, c)
 		} else {
 			readMatches = r.subs.QueueMatch(ctx, p, e, nil)
 		}
@@ -248,8 +404,8 @@ func (r *Router) recipients(ctx context.Context, e *event.Event, now time.Time) 
 		}
 	}
 	var readEdges func() (map[string][]supervision.Edge, error)
-	if chain != nil {
-		readEdges = r.sup.QueueEdgesFor(ctx, p, e.Workspace, chain)
+	if snap.chain != nil {
+		readEdges = r.sup.QueueEdgesFor(ctx, p, e.Workspace, snap.chain)
 	}
 	_, _ = p.Exec(ctx) // each read below meets its own command's error
 	var err error
@@ -259,14 +415,14 @@ func (r *Router) recipients(ctx context.Context, e *event.Event, now time.Time) 
 		}
 		b.keepSettings(e.Workspace, settings)
 	}
+	snap.settings = settings
 	if readMatches != nil {
-		if matches, err = readMatches(); err != nil {
+		if snap.matches, err = readMatches(); err != nil {
 			return nil, nil, err
 		}
 	}
-	var edges map[string][]supervision.Edge
 	if readEdges != nil {
-		if edges, err = readEdges(); err != nil {
+		if snap.edges, err = readEdges(); err != nil {
 			return nil, nil, err
 		}
 	}
@@ -285,19 +441,19 @@ func (r *Router) recipients(ctx context.Context, e *event.Event, now time.Time) 
 			resolved := *e
 			resolved.Lineage = slices.Clone(s.Lineage)
 			e = &resolved
-			chain = append([]string{e.SessionID}, e.Lineage...)
+			snap.chain = chainOf(e)
 			p := r.rdb.Pipeline()
 			readMatches := r.subs.QueueMatch(ctx, p, e, s.Labels)
-			readEdges := r.sup.QueueEdgesFor(ctx, p, e.Workspace, chain)
+			readEdges := r.sup.QueueEdgesFor(ctx, p, e.Workspace, snap.chain)
 			_, _ = p.Exec(ctx)
-			if matches, err = readMatches(); err != nil {
+			if snap.matches, err = readMatches(); err != nil {
 				return nil, nil, err
 			}
-			if edges, err = readEdges(); err != nil {
+			if snap.edges, err = readEdges(); err != nil {
 				return nil, nil, err
 			}
 		} else if len(s.Labels) > 0 { // the label index sets join the match
-			if matches, err = r.subs.Match(ctx, e, s.Labels); err != nil {
+			if snap.matches, err = r.subs.Match(ctx, e, s.Labels); err != nil {
 				return nil, nil, err
 			}
 		}
@@ -309,60 +465,22 @@ func (r *Router) recipients(ctx context.Context, e *event.Event, now time.Time) 
 			return nil, nil, err
 		}
 		for _, s := range also {
-			if !slices.ContainsFunc(matches, func(m subscriptions.Subscription) bool { return m.ID == s.ID }) {
-				matches = append(matches, s)
+			if !slices.ContainsFunc(snap.matches, func(m subscriptions.Subscription) bool { return m.ID == s.ID }) {
+				snap.matches = append(snap.matches, s)
 			}
-		}
-	}
-
-	to := map[string]recipient{}
-	for _, s := range matches {
-		to[s.Owner] = recipient{via: inbox.ViaSubscription, mode: s.Delivery, waiter: s.Owner == "session:"+e.SessionID}
-	}
-	if message {
-		to[event.SessionSubject(e.SessionID)] = recipient{via: inbox.ViaDirect}
-	}
-	for _, edge := range supervision.Applicable(chain, edges) {
-		if _, ok := to[edge.Holder]; !ok && edge.Role == supervision.Observer {
-			to[edge.Holder] = recipient{via: inbox.ViaObserver}
 		}
 	}
 
 	// The second round trip: who of the controller candidates is alive,
-	// and the holds state of everyone who may hear e.
-	withController := chain != nil && !message
-	var candidates []string
-	if withController {
-		for _, edge := range supervision.Applicable(chain, edges) {
-			if edge.Role == supervision.Controller {
-				candidates = append(candidates, edge.Holder)
-			}
-		}
-		if settings.DefaultController != "" {
-			candidates = append(candidates, settings.DefaultController)
-		}
-	}
+	// and the holds state and endpoint of everyone who may hear e.
 	p = r.rdb.Pipeline()
-	lives := make(map[string]func(time.Time) (*sessions.Session, error), len(candidates))
-	for _, c := range candidates {
+	lives := map[string]func(time.Time) (*sessions.Session, error){}
+	for _, c := range candidates(snap, e) {
 		if _, ok := lives[c]; !ok {
 			lives[c] = r.reg.Queue(ctx, p, e.Workspace, c)
 		}
 	}
-	may := make([]string, 0, len(to)+len(lives)+1)
-	for party := range to {
-		may = append(may, party)
-	}
-	for party := range lives {
-		if _, ok := to[party]; !ok {
-			may = append(may, party)
-		}
-	}
-	if f := settings.Fallback; f != nil && f.Party != "" {
-		if _, ok := to[f.Party]; !ok && lives[f.Party] == nil {
-			may = append(may, f.Party)
-		}
-	}
+	may := mayHear(snap, e)
 	var readStates func() (map[string]holds.State, error)
 	if r.holds != nil && len(may) > 0 {
 		readStates = r.holds.QueueLookup(ctx, p, e.Workspace, may, now)
@@ -374,32 +492,17 @@ func (r *Router) recipients(ctx context.Context, e *event.Event, now time.Time) 
 			readEndpoints[party] = pf.QueueEndpoint(ctx, p, e.Workspace, party)
 		}
 	}
-	_, _ = p.Exec(ctx)
+	if len(lives) > 0 || readStates != nil || len(readEndpoints) > 0 {
+		_, _ = p.Exec(ctx)
+	}
 
-	if withController {
-		dead := func(ctx context.Context, ws, party string) (bool, error) {
-			read := lives[party]
-			if read == nil { // not a candidate read above (cannot happen): read it now
-				read = func(now time.Time) (*sessions.Session, error) { return r.reg.Get(ctx, ws, party, now) }
-			}
-			s, err := read(now)
-			if err != nil {
-				return false, err
-			}
-			return s.Liveness == sessions.Dead, nil
-		}
-		res, err := supervision.EffectiveController(ctx, e.Workspace, chain, edges, settings.DefaultController, dead)
+	snap.dead = make(map[string]bool, len(lives))
+	for party, read := range lives {
+		s, err := read(now)
 		if err != nil {
-			return nil, nil, err
+			return nil, nil, fmt.Errorf("liveness of %s: %w", party, err)
 		}
-		if controller := res.Party; controller != "" {
-			if rc, ok := to[controller]; !ok || rc.via == inbox.ViaObserver {
-				to[controller] = recipient{via: inbox.ViaController}
-			} else if rc.via == inbox.ViaSubscription {
-				rc.controller = true
-				to[controller] = rc
-			}
-		}
+		snap.dead[party] = s.Liveness == sessions.Dead
 	}
 	v := &view{event: e, settings: settings}
 	if readStates != nil {
@@ -415,22 +518,7 @@ func (r *Router) recipients(ctx context.Context, e *event.Event, now time.Time) 
 			}
 		}
 	}
-
-	// A sender never hears its own event; the subject session hears about
-	// itself only through its own subscriptions (or as a message's target).
-	delete(to, causer(e))
-	if self := "session:" + e.SessionID; e.SessionID != "" {
-		if rc, ok := to[self]; ok && rc.via != inbox.ViaSubscription && rc.via != inbox.ViaDirect {
-			delete(to, self)
-		}
-	}
-	sessionEvent := strings.HasPrefix(e.Subject, "session:")
-	if len(to) == 0 && sessionEvent && e.Priority.Rank() >= event.Attention.Rank() {
-		if !message && settings.Fallback != nil && settings.Fallback.Party != "" && settings.Fallback.Party != causer(e) {
-			to[settings.Fallback.Party] = recipient{via: inbox.ViaFallback}
-		}
-	}
-	return to, v, nil
+	return snap, v, nil
 }
 
 // maxAlso bounds the other subjects an event reaches.
@@ -440,7 +528,7 @@ const maxAlso = 10
 // status reaches the PRs whose head its sha is, which the tracker names
 // in data.pull_requests (docs/design.md §3).
 func alsoAbout(e *event.Event) []string {
-	if e.Type != "github.deployment_status" || len(e.Data) == 0 {
+	if e.Type != event.TypeGitHubDeploymentStatus || len(e.Data) == 0 {
 		return nil
 	}
 	var d struct {
@@ -459,7 +547,7 @@ func alsoAbout(e *event.Event) []string {
 	return out
 }
 
-// view is what recipients read besides who they are: the event as
+// view is what gather read besides who they are: the event as
 // routed, the workspace settings, and for every party that may hear the event its holds state
 // (nil without holds) and its endpoint (nil map: not read).
 type view struct {
@@ -504,7 +592,7 @@ func (r *Router) deliverAll(ctx context.Context, shard int, e *event.Event, to m
 	seqs := make([]int64, len(parties))
 	err := each(ctx, len(parties), recipientParallel, func(ctx context.Context, i int) error {
 		party, rc, st := parties[i], to[parties[i]], states[parties[i]]
-		var escalateAt time.Time // DESIGN §8: see escalate.Eligible
+		var escalateAt time.Time // docs/design.md §8: see escalate.Eligible
 		if r.escalate != nil && escalate.Eligible(rc.via, rc.mode, rc.controller, e.Priority) {
 			escalateAt = now.Add(time.Duration(settings.EscalateAfter))
 		}
@@ -523,7 +611,7 @@ func (r *Router) deliverAll(ctx context.Context, shard int, e *event.Event, to m
 			res, err = r.box.Deliver(ctx, d, now)
 		}
 		if errors.Is(err, inbox.ErrInvalid) {
-			return fmt.Errorf("deliver %s to %s: %v: %w", e.ID, party, err, ErrPermanent)
+			return fmt.Errorf("deliver %s to %s: %w: %w", e.ID, party, err, ErrPermanent)
 		}
 		if err != nil {
 			return err
@@ -620,7 +708,7 @@ func (r *Router) pushWake(ctx context.Context, party string, res inbox.Result, h
 // causer is the party that caused e: an agent event's pusher, or a
 // message's sender.
 func causer(e *event.Event) string {
-	if e.Type == "message.sent" {
+	if e.Type == event.TypeMessageSent {
 		var d struct {
 			Source string `json:"source"`
 		}
@@ -640,7 +728,7 @@ func (r *Router) undeliverable(ctx context.Context, e *event.Event) error {
 	data, _ := json.Marshal(map[string]any{"seq": e.Seq, "source": e.Source, "id": e.ID, "type": e.Type, "subject": e.Subject,
 		"reason": "no subscriber, no supervisor and no fallback"})
 	fault := &event.Event{SpecVersion: event.SpecVersion, ID: "undeliverable/" + e.Source + "/" + e.ID,
-		Source: event.ServerSource(e.Workspace), Type: "wakegate.fault.undeliverable", Subject: e.Subject,
+		Source: event.ServerSource(e.Workspace), Type: event.TypeWakegateFaultUndeliverable, Subject: e.Subject,
 		Time: r.now().UTC(), DataContentType: "application/json", Workspace: e.Workspace, SessionID: e.SessionID,
 		Priority: event.Internal, Summary: "nobody could be told of " + e.Type + " about " + e.Subject, Data: data}
 	_, added, err := r.j.Append(ctx, fault)

@@ -137,7 +137,7 @@ func (w *world) faults() int {
 	return len(evs)
 }
 
-// Seed 000 failure 1: attention points of root sessions reached nobody.
+// Field failure 1 (docs/design.md, "Why"): attention points of root sessions reached nobody.
 func TestRootSessionsReachTheDefaultController(t *testing.T) {
 	w := newWorld(t)
 	w.settings(`{"default_controller":"session:boss"}`)
@@ -211,7 +211,7 @@ func TestSubscriptionsObserversAndTheSender(t *testing.T) {
 	}
 	// boss messages its own child: boss (the sender) does not hear it,
 	// the target and the subtree observer do; a message goes to the target
-	// and its observers only, so the subscriber does not (DESIGN §7).
+	// and its observers only, so the subscriber does not (docs/design.md §7).
 	w.push("session:boss", "kid", "message.sent", `{"text":"stop","source":"session:boss"}`,
 		func(it *ingest.Item) { it.Event.CoalesceKey = "message:1" })
 	w.want("session:boss")

@@ -1,6 +1,6 @@
 // Package schedule runs wakegate's periodic jobs (sweeps, trims) so that
 // any number of worker processes on one Redis run each job once per tick,
-// not once per process (seed 001, DESIGN §11 "one scheduler lease").
+// not once per process (docs/design.md §11 "one scheduler lease").
 //
 // Each tick of a job is a slot: the time floored to the job's period.
 // Every process wakes at start and then once per period and tries to

@@ -16,7 +16,7 @@ import (
 )
 
 // Baseline is the bare ingest handler every throughput is compared with
-// (issue 2): read the body, verify its HMAC, one XADD of the raw body —
+// (the bare floor handler): read the body, verify its HMAC, one XADD of the raw body —
 // nothing else. It runs in its own process, as a gateway does
 // (`wakegate bench baseline-server`, started by the run).
 type Baseline struct {

@@ -34,7 +34,7 @@ type Check struct {
 	// merge (a killed worker's derivation re-run late): they had no ready
 	// to expect.
 	Reordered int `json:"reordered,omitempty"`
-	// Invariants are seed 000 §3 invariants (and the PR tracker's
+	// Invariants are the invariants of docs/design.md §9 (and the PR tracker's
 	// promises) read from state: each count must be 0.
 	Invariants []Invariant `json:"invariants,omitempty"`
 	// Examples name a few of each problem.
@@ -78,7 +78,7 @@ func (c *Check) example(format string, args ...any) {
 	}
 }
 
-// factKey is how an event is identified (DESIGN §2): (source, id).
+// factKey is how an event is identified (docs/design.md §2): (source, id).
 type factKey struct{ source, id string }
 
 // journaled is what the check keeps of one journal entry.
@@ -103,7 +103,7 @@ type journalView struct {
 }
 
 // check reads the journal and the delivery ledger and compares them
-// with what was sent and with the routing rules (DESIGN §5) applied to
+// with what was sent and with the routing rules (docs/design.md §5) applied to
 // the fleet's supervision: every worker session is controlled by the
 // supervisor that spawned it, nobody else watches anything.
 func (f *fleet) check(ctx context.Context) (*Check, error) {
@@ -124,7 +124,7 @@ func (f *fleet) check(ctx context.Context) (*Check, error) {
 	return c, nil
 }
 
-// recipients is who the routing rules (DESIGN §5) make hear e in the
+// recipients is who the routing rules (docs/design.md §5) make hear e in the
 // fleet: the people of the push side whose subscriptions match it; and
 // a message's target, else the effective controller of e's session —
 // the supervisor that spawned it; never the party that caused it, nor
@@ -139,7 +139,7 @@ func (f *fleet) recipients(e *event.Event) []string {
 		return subs
 	}
 	to := ""
-	if e.Type == "message.sent" {
+	if e.Type == event.TypeMessageSent {
 		to = event.SessionSubject(e.SessionID)
 	} else if sup := f.controllerOf(e.SessionID); sup != "" && sup != event.SessionSubject(e.SessionID) {
 		to = sup
@@ -163,10 +163,10 @@ func (f *fleet) controllerOf(session string) string {
 	return f.members[n].sup
 }
 
-// causer is the party that caused e (DESIGN §5: a sender never hears its
+// causer is the party that caused e (docs/design.md §5: a sender never hears its
 // own event): a message's data.source, else an agent source's party.
 func causer(e *event.Event) string {
-	if e.Type == "message.sent" {
+	if e.Type == event.TypeMessageSent {
 		var d struct {
 			Source string `json:"source"`
 		}
@@ -222,17 +222,17 @@ func (jv *journalView) add(shard int, e *event.Event, to []string, guids map[str
 		Head string `json:"head"`
 	}
 	switch e.Type {
-	case "github.pull_request.ready":
+	case event.TypeGitHubPullRequestReady:
 		_ = json.Unmarshal(e.Data, &d)
 		jv.ready[e.Subject+" "+d.Head]++
-	case "github.pull_request.closed":
+	case event.TypeGitHubPullRequestClosed:
 		jv.closed[e.Subject]++
 		jv.seqOf[e.Type+" "+e.Subject] = e.Seq
-	case "github.pull_request.opened":
+	case event.TypeGitHubPullRequestOpened:
 		jv.seqOf[e.Type+" "+e.Subject] = e.Seq
-	case "wakegate.fault.undeliverable":
+	case event.TypeWakegateFaultUndeliverable:
 		jv.faults = append(jv.faults, e.Subject)
-	case "wakegate.link_conflict":
+	case event.TypeWakegateLinkConflict:
 		jv.linkErr = append(jv.linkErr, e.Subject)
 	}
 	if strings.HasPrefix(e.Type, "github.") {
@@ -355,7 +355,7 @@ func recipientsOf(e *journaled) []string {
 
 // checkStories: the PR tracker's promises about each story — one ready
 // per head sha, one closed per merge, and every event about a linked PR
-// carrying its author's session (DESIGN §3) — and seed 000 I2's "nobody
+// carrying its author's session (docs/design.md §3) — and invariant I2 (docs/design.md §9)'s "nobody
 // could hear it is a fault": none here, every session is supervised.
 func (f *fleet) checkStories(c *Check, jv *journalView) {
 	missingReady, extraReady, badClosed, unlinked := Invariant{Name: "stories whose head never became ready (opened, checks passed)"},
@@ -416,7 +416,7 @@ func (inv *Invariant) addN(n int, example string) {
 	}
 }
 
-// checkCoverage is seed 000 I1 and I4 as the gateway resolves them: every
+// checkCoverage is invariant and I4 I1 and I4 (docs/design.md §9) as the gateway resolves them: every
 // worker session's effective controller is the supervisor that spawned
 // it (GET /v1/sessions/{id}/supervision).
 func (f *fleet) checkCoverage(ctx context.Context, c *Check) error {
@@ -449,7 +449,7 @@ func (f *fleet) checkCoverage(ctx context.Context, c *Check) error {
 	return nil
 }
 
-// checkInboxes is seed 000 I5 as the supervisors' long-polls saw it, and
+// checkInboxes is invariant I5 (docs/design.md §9) as the supervisors' long-polls saw it, and
 // the expected wakes they never saw.
 func (f *fleet) checkInboxes(c *Check) {
 	t := f.wakes

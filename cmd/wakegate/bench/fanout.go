@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/wakegate/wakegate/delivery/push"
+	"github.com/wakegate/wakegate/providers/event"
 )
 
 func init() {
@@ -195,7 +196,7 @@ func runFanout(ctx context.Context, r *runner) error {
 			}
 			recv.setSecret(i, ep.Secret)
 			if err := api(ctx, c, http.MethodPost, gw+"/v1/subscriptions", tok,
-				map[string]any{"types": []string{"session.awaiting_input"}}, http.StatusCreated, nil); err != nil {
+				map[string]any{"types": []string{event.TypeSessionAwaitingInput}}, http.StatusCreated, nil); err != nil {
 				return fmt.Errorf("subscription of %s: %w", fanParty(i), err)
 			}
 			return nil

@@ -24,7 +24,7 @@ func init() {
 	}
 }
 
-// fleetTarget is issue 7's sustained rate for fleet.
+// fleetTarget is the sustained rate for fleet.
 const fleetTarget = 600
 
 // runFleet measures the baseline, sets the fleet up through the API,
@@ -207,13 +207,13 @@ func (f *fleet) setup(ctx context.Context) error {
 	err = parallel(ctx, len(f.members), 32, func(ctx context.Context, k int) error {
 		m := f.members[k]
 		sup := strings.TrimPrefix(m.sup, "session:")
-		return f.push(ctx, int64(k), m, "spawn-"+m.id, "session.spawned", "spawned under "+sup, map[string]any{"parent": sup})
+		return f.push(ctx, int64(k), m, "spawn-"+m.id, event.TypeSessionSpawned, "spawned under "+sup, map[string]any{"parent": sup})
 	})
 	if err != nil {
 		return fmt.Errorf("spawn the sessions: %w", err)
 	}
 	if lag, err := f.sys.WaitCaughtUp(ctx, time.Minute); err != nil || lag.Backlog > 0 || lag.Route > 0 {
-		return fmt.Errorf("spawns not routed within a minute (lag %+v): %v", lag, err)
+		return fmt.Errorf("spawns not routed within a minute (lag %+v): %v", lag, err) //nolint:errorlint // err may be nil (a lag without an error)
 	}
 	return nil
 }
@@ -261,17 +261,17 @@ func (f *fleet) do(ctx context.Context, i int64) error {
 // questions, a message to its supervisor) and the occasional crash and
 // permission prompt.
 var agentTurn = [20]string{
-	"session.turn_started", "idle", "session.turn_started", "session.awaiting_input",
-	"session.turn_started", "busy", "message", "idle",
-	"session.turn_started", "session.permission_requested", "session.turn_started", "idle",
-	"session.turn_started", "session.awaiting_input", "session.turn_started", "busy",
-	"session.turn_started", "session.crashed", "session.resumed", "idle",
+	event.TypeSessionTurnStarted, "idle", event.TypeSessionTurnStarted, event.TypeSessionAwaitingInput,
+	event.TypeSessionTurnStarted, "busy", "message", "idle",
+	event.TypeSessionTurnStarted, event.TypeSessionPermissionRequested, event.TypeSessionTurnStarted, "idle",
+	event.TypeSessionTurnStarted, event.TypeSessionAwaitingInput, event.TypeSessionTurnStarted, "busy",
+	event.TypeSessionTurnStarted, event.TypeSessionCrashed, event.TypeSessionResumed, "idle",
 }
 
 // attentionTurns are the agentTurn kinds of priority attention or more
-// (DESIGN §2 vocabulary): each must wake the session's supervisor.
-var attentionTurns = map[string]bool{"idle": true, "session.awaiting_input": true, "message": true,
-	"session.permission_requested": true, "session.crashed": true}
+// (docs/design.md §2 vocabulary): each must wake the session's supervisor.
+var attentionTurns = map[string]bool{"idle": true, event.TypeSessionAwaitingInput: true, "message": true,
+	event.TypeSessionPermissionRequested: true, event.TypeSessionCrashed: true}
 
 // agentStep is agent request a: session a mod sessions, its turn a ÷ sessions.
 func (f *fleet) agentStep(ctx context.Context, i, a int64) error {
@@ -284,7 +284,7 @@ func (f *fleet) agentStep(ctx context.Context, i, a int64) error {
 	case "message":
 		id, err = f.message(ctx, i, m)
 	case "idle", "busy":
-		err = f.push(ctx, i, m, id, "session.turn_ended", "turn ended", map[string]any{"idle": kind == "idle"})
+		err = f.push(ctx, i, m, id, event.TypeSessionTurnEnded, "turn ended", map[string]any{"idle": kind == "idle"})
 	default:
 		err = f.push(ctx, i, m, id, kind, strings.TrimPrefix(kind, "session."), nil)
 	}
@@ -399,7 +399,7 @@ func (f *fleet) newStory(k, gen int) *story {
 
 func (f *fleet) sendStep(ctx context.Context, i int64, st *story, step int) error {
 	if step == stepLink {
-		return f.push(ctx, i, st.author, "pr-"+strconv.Itoa(st.number), "session.pr_opened", "opened a PR",
+		return f.push(ctx, i, st.author, "pr-"+strconv.Itoa(st.number), event.TypeSessionPrOpened, "opened a PR",
 			map[string]any{"repo": st.repo, "number": st.number})
 	}
 	fx := f.hooks[step]
@@ -493,7 +493,7 @@ func (l *sentLog) addStory(s *story) {
 func (f *fleet) rows(r *runner, res, bl Result, chk *Check) {
 	rep, o := r.rep, f.o
 	world := fmt.Sprintf("%d sessions, %d supervisors, %d PRs", len(f.members), len(f.sups), len(f.slots))
-	want := float64(fleetTarget) // issue 7's figure for fleet; a soak is held to the rate it offers
+	want := float64(fleetTarget) // the target for fleet; a soak is held to the rate it offers
 	if o.Scenario != "fleet" {
 		want = o.Rate
 	}

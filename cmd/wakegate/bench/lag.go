@@ -55,7 +55,7 @@ func DeriveLag(ctx context.Context, rdb redis.UniversalClient, store *ingest.Sto
 		key := store.StreamKey(shard)
 		groups, err := rdb.XInfoGroups(ctx, key).Result()
 		if err != nil {
-			if strings.Contains(err.Error(), "no such key") {
+			if redis.HasErrorPrefix(err, "no such key") {
 				continue
 			}
 			return 0, 0, err

@@ -10,6 +10,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/wakegate/wakegate/providers/event"
 )
 
 func init() {
@@ -182,7 +184,7 @@ func runSubscriptions(ctx context.Context, r *runner) error {
 	err = forEach(ctx, 0, o.Supervisors, 16, func(j int) error {
 		supTokens[j] = token(subSupervisor(j), "inbox subscribe", valid)
 		return api(ctx, c, http.MethodPost, gw(j)+"/v1/subscriptions", supTokens[j],
-			map[string]any{"types": []string{"session.awaiting_input"}, "labels": []string{fmt.Sprintf("sup-%d", j)}}, http.StatusCreated, nil)
+			map[string]any{"types": []string{event.TypeSessionAwaitingInput}, "labels": []string{fmt.Sprintf("sup-%d", j)}}, http.StatusCreated, nil)
 	})
 	if err != nil {
 		return fmt.Errorf("supervisors' subscriptions: %w", err)
@@ -212,7 +214,7 @@ func runSubscriptions(ctx context.Context, r *runner) error {
 		return fmt.Errorf("register %d sessions: %w", o.Sessions, err)
 	}
 	if lag, err := sys.WaitCaughtUp(ctx, 10*time.Minute); err != nil || lag.Backlog > 0 || lag.Route > 0 {
-		return fmt.Errorf("registering %d sessions: still behind after 10 min (%+v): %v", o.Sessions, lag, err)
+		return fmt.Errorf("registering %d sessions: still behind after 10 min (%+v): %v", o.Sessions, lag, err) //nolint:errorlint // err may be nil (a lag without an error)
 	}
 	r.note("registered %d sessions (session.spawned, batches of %d) in %s, derived and routed", o.Sessions, batch, time.Since(began).Round(100*time.Millisecond))
 

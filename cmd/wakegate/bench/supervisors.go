@@ -96,7 +96,7 @@ type wakeTracker struct {
 	want  map[string]wantWake  // fact id → who must hear it, and when it was due
 	seen  map[string]time.Time // fact id → first answer carrying it
 	wakes map[string]int       // supervisor → long-poll answers with entries
-	bad   map[string]int       // answers breaking seed 000 I5, by kind
+	bad   map[string]int       // answers breaking invariant I5 (docs/design.md §9), by kind
 	errs  map[string]int       // failed long-polls and acks, by kind
 	ex    map[string]string    // an example of each bad kind
 }
@@ -126,7 +126,7 @@ func (t *wakeTracker) forget(id string) {
 }
 
 // saw records an answer of sup's long-poll, received at at: every id its
-// entries carry, and what seed 000 I5 forbids — an info entry that woke,
+// entries carry, and what invariant I5 (docs/design.md §9) forbids — an info entry that woke,
 // two unacked entries of one coalesce key.
 func (t *wakeTracker) saw(sup string, p *inboxPage, at time.Time) {
 	t.mu.Lock()

@@ -219,7 +219,7 @@ func waitReady(ctx context.Context, p *proc, url string, within time.Duration) e
 		}
 		select {
 		case <-p.done:
-			return fmt.Errorf("%s exited at start (%v); its log: %s\n%s", p.name, p.err, p.log, tail(p.log, 20))
+			return fmt.Errorf("%s exited at start (%v); its log: %s\n%s", p.name, p.err, p.log, tail(p.log, 20)) //nolint:errorlint // p.err is nil on a clean exit
 		case <-ctx.Done():
 			return ctx.Err()
 		case <-time.After(50 * time.Millisecond):

@@ -16,7 +16,7 @@ import (
 	"github.com/wakegate/wakegate/providers/github/app"
 )
 
-// GitHubApp is the GitHub App side of a stack (DESIGN §11, package
+// GitHubApp is the GitHub App side of a stack (docs/design.md §11, package
 // providers/github/app): required checks for the tracker, the
 // missed-delivery sweep and the reconciliation for the workers, the admin
 // route and the baseline fetch for the gateway.

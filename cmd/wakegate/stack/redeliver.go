@@ -12,7 +12,7 @@ import (
 	"github.com/wakegate/wakegate/workers/route"
 )
 
-// The operators' redeliveries (DESIGN §11) run in the gateway's process on
+// The operators' redeliveries (docs/design.md §11) run in the gateway's process on
 // the workers' code: the gateway has Redis, so it re-derives with the
 // deriver's normalization and the tracker, and routes with the stack's
 // router, and answers what it did. No task crosses to the workers, and gin

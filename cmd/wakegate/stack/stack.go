@@ -59,7 +59,7 @@ type Config struct {
 	// WAKEGATE_GITHUB_API_URL); without a private key the App features
 	// are off.
 	GitHubApp app.Config
-	// The health sweep (DESIGN §9, §11): WAKEGATE_MAX_TURN (default 1h),
+	// The health sweep (docs/design.md §9, §11): WAKEGATE_MAX_TURN (default 1h),
 	// WAKEGATE_PR_STUCK_AFTER (6h), WAKEGATE_HEALTH_EVERY (its period, 1m).
 	MaxTurn, PRStuckAfter, HealthEvery time.Duration
 	// MaxSubscriptions caps the live subscriptions of one party
@@ -135,13 +135,13 @@ func New(rdb redis.UniversalClient, cfg Config, log *slog.Logger, reg *prometheu
 		return err == nil && p.Liveness == sessions.Dead, err
 	})
 	s.Inbox = inbox.New(rdb, inbox.Config{Prefix: cfg.Prefix, Retention: cfg.Retention})
-	// Pushes (DESIGN §8) ride Asynq on the same Redis, in the queue
+	// Pushes (docs/design.md §8) ride Asynq on the same Redis, in the queue
 	// <prefix>:push.
 	guard := &dpush.Guard{AllowPrivate: cfg.AllowPrivateEndpoints}
 	s.Endpoints = dpush.NewEndpoints(rdb, cfg.Prefix, guard)
 	s.Push = pushw.New(rdb, asynq.NewClientFromRedisClient(rdb), s.Inbox, s.Endpoints, log, reg,
 		pushw.Config{Prefix: cfg.Prefix, Schedule: cfg.PushRetry, Guard: guard})
-	// Presence, quiet and the rate cap (DESIGN §6–§7); their digests ride
+	// Presence, quiet and the rate cap (docs/design.md §6–§7); their digests ride
 	// the push queue.
 	s.Holds = holds.New(rdb, cfg.Prefix)
 	s.Release = pushw.NewReleaser(s.Push, s.Holds, func(ctx context.Context, ws string) (time.Duration, int, error) {
@@ -149,7 +149,7 @@ func New(rdb redis.UniversalClient, cfg Config, log *slog.Logger, reg *prometheu
 		return time.Duration(st.Rate.Per), st.Rate.Burst, err
 	})
 	// A wake decided at a push's 2xx (an entry that folded past its push,
-	// DESIGN §7) passes the same holds as one the router decides.
+	// docs/design.md §7) passes the same holds as one the router decides.
 	s.Push.WithRewake(func(ctx context.Context, ws, party string, res inbox.Result, e *event.Event) (bool, error) {
 		now := time.Now()
 		st, err := s.Sup.Settings(ctx, ws)
@@ -174,10 +174,10 @@ func New(rdb redis.UniversalClient, cfg Config, log *slog.Logger, reg *prometheu
 		}
 		return false, nil
 	})
-	// Escalation (DESIGN §8): one timer per recipient on the push queue;
+	// Escalation (docs/design.md §8): one timer per recipient on the push queue;
 	// it hooks itself into the pusher's dead letters.
 	s.Escalate = pushw.NewEscalator(s.Push, s.Release, s.Sessions, s.Sup, s.Journal, log, reg)
-	// The health sweep (DESIGN §9): the workers run it periodically, the
+	// The health sweep (docs/design.md §9): the workers run it periodically, the
 	// gateway on GET /v1/health/supervision.
 	s.Health = health.New(health.Deps{Redis: rdb, Journal: s.Journal, Sessions: s.Sessions, Subs: s.Subs, Sup: s.Sup,
 		Inbox: s.Inbox, Endpoints: s.Endpoints, Tracker: s.Tracker, Escalator: s.Escalate, Log: log, Registerer: reg},
@@ -216,7 +216,7 @@ func (s *Stack) Workers() (components []func(context.Context) error, ready func(
 	periodic.Every("trim-journal", time.Minute, func(ctx context.Context, now time.Time) error {
 		return errors.Join(s.Journal.Trim(ctx, now), s.Ingest.Trim(ctx, now))
 	})
-	// The health sweep (DESIGN §9): invariants, repairs, session.stalled
+	// The health sweep (docs/design.md §9): invariants, repairs, session.stalled
 	// and github.pull_request.stuck.
 	periodic.Every("health", s.healthEvery, s.Health.Pass)
 	asynqServer.Handle(pushw.TypeEscalate, s.Escalate)

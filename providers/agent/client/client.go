@@ -1,4 +1,4 @@
-// Package client speaks wakegate's HTTP API (DESIGN §4–§9) for agents,
+// Package client speaks wakegate's HTTP API (docs/design.md §4–§9) for agents,
 // harness hooks, the CLI and tests: one typed place for every /v1 call.
 //
 // It depends on the standard library and the repository's event types

@@ -6,7 +6,7 @@ import (
 	"net/url"
 )
 
-// The operators' redeliveries (DESIGN §11, scope operator). Each call
+// The operators' redeliveries (docs/design.md §11, scope operator). Each call
 // sends one X-Request-Id on every attempt: the gateway keys the
 // redelivery's record by it, so a retry after a lost answer gets the first
 // answer again (Duplicate) and nothing is done twice.

@@ -32,7 +32,7 @@ type EventsPage struct {
 	Next   string        `json:"next"`
 }
 
-// Entry is an inbox entry (DESIGN §7): one per (recipient, coalesce key)
+// Entry is an inbox entry (docs/design.md §7): one per (recipient, coalesce key)
 // while unacked; Seq is strictly increasing per recipient.
 type Entry struct {
 	Seq         int64          `json:"seq"`
@@ -243,8 +243,8 @@ type ChildToken struct {
 	Parent    string    `json:"parent,omitempty"`
 }
 
-// Health answers GET /v1/health/supervision (DESIGN §9): the invariants of
-// seed 000 §3 with counts and examples. Raw is the answer as sent, for
+// Health answers GET /v1/health/supervision (docs/design.md §9): the invariants of
+// docs/design.md §9 with counts and examples. Raw is the answer as sent, for
 // fields this client does not know.
 type Health struct {
 	Workspace  string

@@ -6,6 +6,7 @@ import (
 
 	gh "github.com/google/go-github/v66/github"
 
+	"github.com/wakegate/wakegate/providers/event"
 	wgh "github.com/wakegate/wakegate/providers/github"
 )
 
@@ -49,7 +50,7 @@ func closedFact(pr *gh.PullRequest, repo string) (*wgh.Fact, error) {
 	if err != nil {
 		return nil, fmt.Errorf("pull request #%d of %s: %w", pr.GetNumber(), repo, err)
 	}
-	if f.Type != "github.pull_request.closed" || !f.Terminal || f.ID == "" {
+	if f.Type != event.TypeGitHubPullRequestClosed || !f.Terminal || f.ID == "" {
 		return nil, fmt.Errorf("pull request #%d of %s normalized to %q, not a closed event", pr.GetNumber(), repo, f.Type)
 	}
 	return &f, nil

@@ -1,4 +1,4 @@
-// Package app is wakegate's GitHub App side (DESIGN §3, §11): the calls it
+// Package app is wakegate's GitHub App side (docs/design.md §3, §11): the calls it
 // makes to GitHub's REST API as the App, with go-github.
 //
 //   - Client signs every App request with a fresh RS256 JWT and reaches a

@@ -81,9 +81,11 @@ func TestJWTFreshPerRequest(t *testing.T) {
 		})}
 	for i := range 2 {
 		req, _ := http.NewRequest(http.MethodGet, "http://github.invalid/app", nil)
-		if _, err := tr.RoundTrip(req); err != nil {
+		resp, err := tr.RoundTrip(req)
+		if err != nil {
 			t.Fatal(err)
 		}
+		resp.Body.Close()
 		if req.Header.Get("Authorization") != "" {
 			t.Fatal("the caller's request was modified")
 		}

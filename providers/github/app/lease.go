@@ -4,11 +4,12 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
-	"errors"
 	"fmt"
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/wakegate/wakegate/providers/kind"
 )
 
 // Keys, all under WAKEGATE_REDIS_PREFIX. No script or transaction spans
@@ -27,7 +28,7 @@ func (k keys) baseline(repo string, n int) string {
 }
 
 // ErrBusy is returned when another sweep holds the lease.
-var ErrBusy = errors.New("github app: a sweep is already running")
+var ErrBusy = kind.New(kind.Conflict, "github app: a sweep is already running")
 
 // lease is a Redis lease taken with SET NX PX under a random token.
 type lease struct {

@@ -450,7 +450,7 @@ func (r *Reconciler) needPR(ctx context.Context, ws, repo string, n int) (bool, 
 // subscription would be matched against it.
 func closedProbe(ws, repo string, n int) *event.Event {
 	data, _ := json.Marshal(map[string]any{"repo": repo, "number": n, "merged": true})
-	typ := "github.pull_request.closed"
+	typ := event.TypeGitHubPullRequestClosed
 	return &event.Event{SpecVersion: event.SpecVersion, ID: "probe", Source: event.GitHubSource(repo), Type: typ,
 		Subject: event.PRSubject(repo, n), Workspace: ws,
 		Priority: event.DefaultPriority(typ, data), Terminal: true, Data: data}

@@ -2,6 +2,7 @@ package app
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"testing"
 	"time"
@@ -81,7 +82,7 @@ func (e *reconcileEnv) watched(t *testing.T, subject string) bool {
 	t.Helper()
 	repo, n, _ := parsePRSubject(subject)
 	_, err := e.rdb.ZScore(e.ctx, e.rec.k.watch(), watchMember("default", repo, n)).Result()
-	if err != nil && err != redis.Nil {
+	if err != nil && !errors.Is(err, redis.Nil) {
 		t.Fatal(err)
 	}
 	return err == nil
