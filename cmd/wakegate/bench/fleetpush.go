@@ -149,7 +149,7 @@ func (ps *pushSide) fail(format string, args ...any) {
 	}
 }
 
-// hears lists the watchers that the routing rules (DESIGN §5) make hear
+// hears lists the watchers that the routing rules (docs/design.md §5) make hear
 // e through their subscriptions: e's subject is one they watch and its
 // priority attention or more.
 func (ps *pushSide) hears(e *event.Event) []string {
@@ -196,7 +196,7 @@ func (f *fleet) bursts(ctx context.Context) {
 			case <-time.After(gap): // the gap the burst is about, not a wait for an outcome
 			}
 			id := fmt.Sprintf("burst-%d-%d", n, k)
-			if err := f.push(ctx, int64(n), m, id, "session.turn_ended", "turn ended", map[string]any{"idle": true}); err == nil {
+			if err := f.push(ctx, int64(n), m, id, event.TypeSessionTurnEnded, "turn ended", map[string]any{"idle": true}); err == nil {
 				f.people.mu.Lock()
 				f.people.bursts++
 				f.people.mu.Unlock()
@@ -328,5 +328,6 @@ func (f *fleet) pushRows(r *runner, pf pushFigures) {
 	if pf.distinct != pf.received {
 		r.note("push side: %d pushes received under %d webhook-ids (a push retried after an attempt the receiver had answered)", pf.received, pf.distinct)
 	}
-	r.note("push side: decided wakes are the workers' wakegate_push_enqueued_total (a killed worker's count is lost), re-decided ones wakegate_push_rewakes_total; after the drain every entry in the people's inboxes must be acked by a push's 2xx")
+	r.note("push side: %d pushes received for %.0f decided wakes (%.3g per wake), %.0f of them re-decided at a push's 2xx for an entry that folded past its push; decided wakes are the workers' wakegate_push_enqueued_total (a killed worker's count is lost), re-decided ones wakegate_push_rewakes_total; after the drain every entry in the people's inboxes must be acked by a push's 2xx",
+		pf.received, pf.decided, perWake, pf.rewakes)
 }
