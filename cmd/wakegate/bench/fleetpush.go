@@ -222,7 +222,10 @@ func (f *fleet) pushDrain(ctx context.Context) (Invariant, error) {
 				inv.add(fmt.Sprintf("%s: %s at seq %d (%s, %d folded, latest %s)", w.party, e.CoalesceKey, e.Seq, e.Priority, len(e.FoldedIDs), e.Latest.ID))
 			}
 		}
-		if inv.Count == 0 || time.Now().After(deadline) || ctx.Err() != nil {
+		if err := ctx.Err(); err != nil {
+			return inv, err
+		}
+		if inv.Count == 0 || time.Now().After(deadline) {
 			return inv, nil
 		}
 		select { // a pause before reading again, not a wait for an outcome
