@@ -12,7 +12,6 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"github.com/wakegate/wakegate/workers/blockread"
 	"log/slog"
 	"net/url"
 	"runtime"
@@ -29,6 +28,7 @@ import (
 	"github.com/wakegate/wakegate/delivery/ingest"
 	"github.com/wakegate/wakegate/delivery/tracker"
 	"github.com/wakegate/wakegate/providers/github"
+	"github.com/wakegate/wakegate/workers/blockread"
 )
 
 const group = "derive"
