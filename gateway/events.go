@@ -69,10 +69,7 @@ func (s *Server) pushEvents(c *gin.Context) {
 		return
 	}
 	now := s.cfg.Now()
-	if wait, ok := s.allow(c.Request.Context(), claims.Workspace, tokenKey(claims), len(raw)); !ok {
-		p := newProblem(http.StatusTooManyRequests, "rate-limited", "ingest rate limit reached for this workspace or token")
-		p.retryAfter = wait
-		abort(c, p)
+	if !s.allow(c, claims.Workspace, tokenKey(claims), len(raw)) {
 		return
 	}
 	var prepared []*agent.Prepared

@@ -3,9 +3,12 @@ package gateway
 import (
 	"context"
 	"fmt"
+	"net/http"
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/gin-gonic/gin"
 )
 
 // Limits are the ingest rate limits (WAKEGATE_INGEST_LIMITS), events per
@@ -54,17 +57,27 @@ type ingestLimiter interface {
 	Allow(ctx context.Context, workspace, token string, n int) (wait time.Duration, ok bool, err error)
 }
 
-// allow takes n events from the ingest limits, or says how long to wait.
-// A limiter that cannot answer admits (the commit that follows reports
-// Redis's trouble itself).
-func (s *Server) allow(ctx context.Context, workspace, token string, n int) (time.Duration, bool) {
+// allow takes n events from the ingest limits. When it cannot, it answers
+// the request itself and returns false: 429 with Retry-After over the
+// limit, or 503 when Redis does not answer within the commit's bound (the
+// commit needs Redis as well, so a request waits for Redis once, and a
+// Redis outage is answered within the bound, not after two of them).
+func (s *Server) allow(c *gin.Context, workspace, token string, n int) bool {
 	if s.deps.Limiter == nil {
-		return 0, true
+		return true
 	}
+	ctx, cancel := s.commitContext(c)
+	defer cancel()
 	wait, ok, err := s.deps.Limiter.Allow(ctx, workspace, token, n)
-	if err != nil {
-		s.log.Warn("ingest rate limit unavailable: admitted", "workspace", workspace, "err", err)
-		return 0, true
+	switch {
+	case err != nil:
+		s.fail(c, "ingest rate limit", err)
+		return false
+	case !ok:
+		p := newProblem(http.StatusTooManyRequests, "rate-limited", "ingest rate limit reached for this workspace or token")
+		p.retryAfter = wait
+		abort(c, p)
+		return false
 	}
-	return wait, ok
+	return true
 }

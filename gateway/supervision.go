@@ -240,10 +240,7 @@ func (s *Server) sendMessage(c *gin.Context) {
 		return
 	}
 	now := s.cfg.Now()
-	if wait, ok := s.allow(c.Request.Context(), claims.Workspace, tokenKey(claims), 1); !ok {
-		p := newProblem(http.StatusTooManyRequests, "rate-limited", "rate limit reached for this workspace or token")
-		p.retryAfter = wait
-		abort(c, p)
+	if !s.allow(c, claims.Workspace, tokenKey(claims), 1) {
 		return
 	}
 	ctx, cancel := s.commitContext(c)

@@ -28,6 +28,7 @@ import (
 	"github.com/wakegate/wakegate/delivery/ingest"
 	"github.com/wakegate/wakegate/delivery/tracker"
 	"github.com/wakegate/wakegate/providers/github"
+	"github.com/wakegate/wakegate/workers/blockread"
 )
 
 const group = "derive"
@@ -153,7 +154,7 @@ func (d *Deriver) consume(ctx context.Context, shard int) {
 	}()
 	for ctx.Err() == nil {
 		d.beats[shard].Store(time.Now().UnixMilli())
-		res, err := blocking(ctx, func() ([]redis.XStream, error) {
+		res, err := blockread.Do(ctx, func() ([]redis.XStream, error) {
 			return d.rdb.XReadGroup(ctx, &redis.XReadGroupArgs{
 				Group: group, Consumer: d.consumer, Streams: []string{stream, ">"}, Count: batchSize, Block: 2 * time.Second,
 			}).Result()
@@ -576,28 +577,5 @@ func wait(ctx context.Context, d time.Duration) {
 	select {
 	case <-ctx.Done():
 	case <-t.C:
-	}
-}
-
-// blocking runs a blocking read and returns when it answers or ctx ends,
-// whichever is first: go-redis does not interrupt a blocked command when
-// its context is cancelled, so a stop would otherwise wait out the block.
-// An abandoned read ends with its block, or when the client is closed.
-func blocking[T any](ctx context.Context, read func() (T, error)) (T, error) {
-	type result struct {
-		v   T
-		err error
-	}
-	done := make(chan result, 1)
-	go func() {
-		v, err := read()
-		done <- result{v, err}
-	}()
-	select {
-	case r := <-done:
-		return r.v, r.err
-	case <-ctx.Done():
-		var zero T
-		return zero, ctx.Err()
 	}
 }

@@ -25,6 +25,7 @@ import (
 
 	"github.com/wakegate/wakegate/delivery/journal"
 	"github.com/wakegate/wakegate/providers/event"
+	"github.com/wakegate/wakegate/workers/blockread"
 )
 
 // ErrPermanent marks a handler error that will not go away by retrying
@@ -290,7 +291,7 @@ func (c *Consumer) work(ctx context.Context, shard int, lease string) {
 	var msgs []redis.XMessage // the next batch, when the last advance read it
 	for ctx.Err() == nil {
 		if len(msgs) == 0 {
-			res, err := blocking(ctx, func() ([]redis.XStream, error) {
+			res, err := blockread.Do(ctx, func() ([]redis.XStream, error) {
 				return c.rdb.XRead(ctx, &redis.XReadArgs{Streams: []string{c.j.StreamKey(shard), cursor},
 					Count: c.cfg.Batch, Block: c.cfg.LeaseTTL / 5}).Result()
 			})
@@ -549,28 +550,5 @@ func sleep(ctx context.Context, d time.Duration) {
 	select {
 	case <-ctx.Done():
 	case <-t.C:
-	}
-}
-
-// blocking runs a blocking read and returns when it answers or ctx ends,
-// whichever is first: go-redis does not interrupt a blocked command when
-// its context is cancelled, so a stop would otherwise wait out the block.
-// An abandoned read ends with its block, or when the client is closed.
-func blocking[T any](ctx context.Context, read func() (T, error)) (T, error) {
-	type result struct {
-		v   T
-		err error
-	}
-	done := make(chan result, 1)
-	go func() {
-		v, err := read()
-		done <- result{v, err}
-	}()
-	select {
-	case r := <-done:
-		return r.v, r.err
-	case <-ctx.Done():
-		var zero T
-		return zero, ctx.Err()
 	}
 }
