@@ -381,9 +381,11 @@ func (s *stack) waitDerived(t testing.TB, timeout time.Duration) {
 type state map[string]string
 
 // background matches keys that are not commits: journal-consumer leases,
-// fencing epochs and cursors, worker heartbeats, and what routing derives
-// from journal entries (delivery ledgers, inboxes).
-var background = regexp.MustCompile(`:(lease|epoch|cursor|ledger)$|:route:|:ib:|:\{sup:|heartbeat`)
+// fencing epochs and cursors, worker heartbeats, what routing derives
+// from journal entries (delivery ledgers, inboxes), and the ingest rate
+// limits' state (`:rl:`), which every request draws on before it is
+// checked, so that a flood of refused requests is limited too.
+var background = regexp.MustCompile(`:(lease|epoch|cursor|ledger)$|:route:|:ib:|:\{sup:|heartbeat|:rl:`)
 
 func (s *stack) state(t testing.TB) state {
 	t.Helper()
