@@ -109,7 +109,7 @@ const (
 // believes it is stored already (then only its TTL is refreshed)
 // Returns {0, ingest id or ""} committed, {1, ""} duplicate guid,
 // {2, ""} duplicate body, {3, i} object i was given as "" but is not
-// stored (nothing written: call again with its value).
+// stored (nothing written but TTL refreshes: call again with its value).
 var commitDeliveryScript = redis.NewScript(`
 local ttl = tonumber(ARGV[1])
 if ARGV[3] ~= '1' then
@@ -117,22 +117,20 @@ if ARGV[3] ~= '1' then
   if seen[1] then return {1, ''} end
   if seen[2] or seen[3] then return {2, ''} end
 end
--- the shared objects (docs/design.md §14): each one the record references
--- is stored, or nothing is written
+-- The shared objects (docs/design.md §14): each one the record references
+-- is stored, or no record is written. An object outlives every record that
+-- references it: each commit that references it gives it the whole
+-- retention again (a refresh that then returns {3, i} is harmless).
+-- Data first, markers after: within one script it is atomic either way,
+-- but this is the order that stays safe if the script is ever split.
 local nobj = tonumber(ARGV[10])
 for i = 1, nobj do
-  if ARGV[10 + i] == '' and redis.call('EXISTS', KEYS[5 + i]) == 0 then return {3, i} end
-end
--- data first, markers after: within one script it is atomic either way,
--- but this is the order that stays safe if the script is ever split.
--- An object outlives every record that references it: each commit that
--- references it gives it the whole retention again.
-for i = 1, nobj do
   if ARGV[10 + i] == '' then
-    redis.call('EXPIRE', KEYS[5 + i], ttl)
-  else
-    redis.call('SET', KEYS[5 + i], ARGV[10 + i], 'EX', ttl)
+    if redis.call('EXPIRE', KEYS[5 + i], ttl) == 0 then return {3, i} end
   end
+end
+for i = 1, nobj do
+  if ARGV[10 + i] ~= '' then redis.call('SET', KEYS[5 + i], ARGV[10 + i], 'EX', ttl) end
 end
 redis.call('SET', KEYS[3], ARGV[2], 'EX', ttl, 'NX')
 local id = ''

@@ -105,11 +105,7 @@ func splitBody(body []byte, rest []byte) ([]byte, []object, [][2]int) {
 			}
 		}
 		if idx < 0 {
-			full := sha256.Sum256(data)
-			var o object
-			copy(o.sum[:], full[:objHashLen])
-			o.data = data
-			objs = append(objs, o)
+			objs = append(objs, object{sum: hashes.sum(data), data: data})
 			idx = len(objs) - 1
 		}
 		refs = append(refs, [2]int{len(rest), idx})
@@ -313,6 +309,39 @@ func decodeObject(sum [objHashLen]byte, v []byte) ([]byte, error) {
 		return nil, fmt.Errorf("shared object %x: content does not match its hash: %w", sum, errCorrupt)
 	}
 	return data, nil
+}
+
+// hashes remembers the hashes of objects seen lately, by their bytes: the
+// same repository and users come with every delivery about a repository,
+// and looking 15 KB up in a map (the runtime's AES hash, then a compare)
+// costs a fraction of hashing it with SHA-256 again.
+var hashes hashCache
+
+type hashCache struct {
+	mu    sync.Mutex
+	m     map[string][objHashLen]byte
+	bytes int
+}
+
+const maxHashCache = 4 << 20
+
+func (c *hashCache) sum(data []byte) [objHashLen]byte {
+	c.mu.Lock()
+	sum, ok := c.m[string(data)]
+	c.mu.Unlock()
+	if ok {
+		return sum
+	}
+	full := sha256.Sum256(data)
+	copy(sum[:], full[:objHashLen])
+	c.mu.Lock()
+	if c.m == nil || c.bytes+len(data) > maxHashCache {
+		c.m, c.bytes = map[string][objHashLen]byte{}, 0
+	}
+	c.m[string(data)] = sum
+	c.bytes += len(data)
+	c.mu.Unlock()
+	return sum
 }
 
 // restPool holds the buffers bodies are split into before compression.

@@ -71,7 +71,17 @@ func runIngest(ctx context.Context, r *runner) error {
 	if _, err := sys.WaitCaughtUp(ctx, 2*time.Minute); err != nil {
 		return err
 	}
+	// "retained" is once derived and settled (every PR here settles into
+	// ready after 1 s): the journal entries of both events are in.
+	if _, err := sys.WaitDerived(ctx, 30*time.Second); err != nil {
+		return err
+	}
 	mem1, _ := sys.UsedMemory(ctx)
+	if n := accepted.Load(); n > 0 {
+		if split, err := sys.MemorySplit(ctx); err == nil {
+			r.note("Redis memory per retained delivery, by key category: %s", formatSplit(split, n))
+		}
+	}
 
 	// Latency at a fixed rate, open loop.
 	blOpen, err := r.baseline(ctx, sys, open("baseline, open loop"))
