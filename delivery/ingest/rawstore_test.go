@@ -119,7 +119,8 @@ func TestRawRoundTripEveryFixture(t *testing.T) {
 						t.Fatalf("%s: Raws %s: %v", who, recs[i].GUID, errs[i])
 					}
 					if !bytes.Equal(d.Body, want[recs[i].GUID]) || d.GUID != recs[i].GUID || d.Hook != hookOf[recs[i].GUID] || d.Workspace != "ws" {
-						t.Fatalf("%s: Raws %s: body of %d bytes differs from the %d committed (or meta %+v)", who, recs[i].GUID, len(d.Body), len(want[recs[i].GUID]), d)
+						t.Fatalf("%s: Raws %s: body of %d bytes differs from the %d committed (or guid %s hook %s workspace %s)", who, recs[i].GUID,
+							len(d.Body), len(want[recs[i].GUID]), d.GUID, d.Hook, d.Workspace)
 					}
 					n++
 				}

@@ -19,6 +19,10 @@ var sharedMembers = map[string]bool{
 	"installation": true, "enterprise": true, "user": true, "owner": true,
 }
 
+// sharedArrays are the members whose arrays hold users (each one as
+// its user object): their object elements are shared as the members above.
+var sharedArrays = map[string]bool{"assignees": true, "requested_reviewers": true}
+
 const (
 	// MinSpan is the smallest object worth a reference (16 bytes of hash,
 	// a position, and a key of its own in Redis).
@@ -154,6 +158,11 @@ func scanObject(b []byte, i, depth int, out *[]Span) (int, bool) {
 			if end-i >= MinSpan {
 				*out = append(*out, Span{i, end})
 			}
+		case b[i] == '[' && sharedArrays[string(key)]:
+			var ok bool
+			if end, ok = sharedElements(b, i, out); !ok {
+				return 0, false
+			}
 		case (b[i] == '{' || b[i] == '[') && depth < maxSpanDepth:
 			var ok bool
 			if b[i] == '{' {
@@ -205,6 +214,37 @@ func scanArray(b []byte, i, depth int, out *[]Span) (int, bool) {
 			if end = skipValue(b, i); end < 0 {
 				return 0, false
 			}
+		}
+		i = skipWS(b, end)
+		if i >= len(b) {
+			return 0, false
+		}
+		switch b[i] {
+		case ',':
+			i = skipWS(b, i+1)
+		case ']':
+			return i + 1, true
+		default:
+			return 0, false
+		}
+	}
+	return 0, false
+}
+
+// sharedElements reads the array at b[i] == '[' whose object elements are
+// each a span (when large enough).
+func sharedElements(b []byte, i int, out *[]Span) (int, bool) {
+	i = skipWS(b, i+1)
+	if i < len(b) && b[i] == ']' {
+		return i + 1, true
+	}
+	for i < len(b) {
+		end := skipValue(b, i)
+		if end < 0 {
+			return 0, false
+		}
+		if b[i] == '{' && end-i >= MinSpan {
+			*out = append(*out, Span{i, end})
 		}
 		i = skipWS(b, end)
 		if i >= len(b) {
