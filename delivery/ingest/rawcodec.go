@@ -34,10 +34,10 @@ import (
 // with the same dictionary. Positions are offsets into rest where the
 // objects go back, in order: the body comes back byte for byte.
 
-//go:generate go run ./internal/gendict -o github.zdict
-
 // githubDict is a zstd dictionary trained on the GitHub payload examples of
-// testdata/github (internal/gendict: every example but the one
+// testdata/github (`cd delivery/ingest && go run ./internal/gendict -o
+// github.zdict`, which refuses to replace a dictionary under its id:
+// training is not deterministic): every example but the one
 // `wakegate bench ingest` sends, cut into rests and shared objects as
 // they are stored). Its id is in every v2 record (and zstd frame): a
 // new dictionary gets a new id, and the old one stays registered with

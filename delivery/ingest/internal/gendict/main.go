@@ -7,10 +7,13 @@
 // pull_request/opened) is left out, so the bench measures the dictionary
 // on a body it was not trained on. Run from delivery/ingest:
 //
-//	go generate ./delivery/ingest   # or: cd delivery/ingest && go run ./internal/gendict -o github.zdict
+//	go run ./internal/gendict -o github-<id>.zdict -id <id>
 //
-// A changed dictionary needs a new -id (and the old one kept registered
-// with the decoder while records written with it are retained).
+// Training is not deterministic (the same examples give another
+// dictionary), and records name their dictionary by id: a new dictionary
+// needs a new -id, and the old one stays embedded and registered with the
+// decoder while records written with it are retained. gendict refuses to
+// replace a dictionary file that holds the same id.
 package main
 
 import (
@@ -74,6 +77,11 @@ func main() {
 			prev = sp.End
 		}
 		samples = append(samples, append(rest, body[prev:]...))
+	}
+	if old, err := os.ReadFile(*out); err == nil {
+		if info, err := zstd.InspectDictionary(old); err == nil && info.ID() == uint32(*id) {
+			log.Fatalf("gendict: %s already holds dictionary %#x: a new dictionary needs a new -id", *out, *id)
+		}
 	}
 	d, err := dict.BuildZstdDict(samples, dict.Options{MaxDictSize: *size, HashBytes: 6, ZstdDictID: uint32(*id), ZstdLevel: zstd.SpeedFastest})
 	if err != nil {
