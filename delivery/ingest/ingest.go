@@ -120,17 +120,22 @@ end
 -- The shared objects (docs/design.md §14): each one the record references
 -- is stored, or no record is written. An object outlives every record that
 -- references it: each commit that references it gives it the whole
--- retention again (a refresh that then returns {3, i} is harmless).
--- Data first, markers after: within one script it is atomic either way,
--- but this is the order that stays safe if the script is ever split.
+-- retention again, never less than it had (GT: a shorter retention set
+-- later does not cut it under records written before; a refresh that then
+-- returns {3, i} is harmless). Data first, markers after: within one
+-- script it is atomic either way, but this is the order that stays safe
+-- if the script is ever split.
 local nobj = tonumber(ARGV[10])
-for i = 1, nobj do
-  if ARGV[10 + i] == '' then
-    if redis.call('EXPIRE', KEYS[5 + i], ttl) == 0 then return {3, i} end
-  end
+local function refresh(k)
+  return redis.call('EXPIRE', k, ttl, 'GT') == 1 or redis.call('EXISTS', k) == 1
 end
 for i = 1, nobj do
-  if ARGV[10 + i] ~= '' then redis.call('SET', KEYS[5 + i], ARGV[10 + i], 'EX', ttl) end
+  if ARGV[10 + i] == '' and not refresh(KEYS[5 + i]) then return {3, i} end
+end
+for i = 1, nobj do
+  if ARGV[10 + i] ~= '' and not refresh(KEYS[5 + i]) then
+    redis.call('SET', KEYS[5 + i], ARGV[10 + i], 'EX', ttl)
+  end
 end
 redis.call('SET', KEYS[3], ARGV[2], 'EX', ttl, 'NX')
 local id = ''

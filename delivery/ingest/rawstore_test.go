@@ -202,3 +202,31 @@ func TestRawObjectGone(t *testing.T) {
 		}
 	})
 }
+
+// TestRawObjectKeepsItsRetention: a commit under a shorter retention (an
+// operator lowered it) does not cut the TTL of a shared object that
+// records written before, under the longer one, still reference.
+func TestRawObjectKeepsItsRetention(t *testing.T) {
+	backends(t, func(t *testing.T, rdb redis.UniversalClient, j *journal.Journal) {
+		ctx := context.Background()
+		body := fixture(t)
+		d := ingest.Delivery{GUID: "g1", Event: "pull_request", Hook: "42", ContentType: "application/json",
+			Repo: "Codertocat/Hello-World", Workspace: "default", Body: body, Received: time.Unix(1700000000, 0)}
+		long := ingest.New(rdb, j)
+		if got, err := long.CommitDelivery(ctx, &d); err != nil || got != ingest.Committed {
+			t.Fatalf("first: %v %v", got, err)
+		}
+		cfg := j.Config()
+		cfg.Retention = time.Hour
+		short := ingest.New(rdb, journal.New(rdb, cfg))
+		d2 := withBody(withGUID(d, "g2"), append([]byte(" "), body...))
+		if got, err := short.CommitDelivery(ctx, &d2); err != nil || got != ingest.Committed {
+			t.Fatalf("second: %v %v", got, err)
+		}
+		for _, k := range long.ObjectKeys(long.ShardOf(d.Repo), body) {
+			if ttl, err := rdb.TTL(ctx, k).Result(); err != nil || ttl < j.Config().Retention-time.Minute {
+				t.Fatalf("object %s TTL %v (%v) after a commit under 1 h, want the %v g1 needs", k, ttl, err, j.Config().Retention)
+			}
+		}
+	})
+}
