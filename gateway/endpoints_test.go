@@ -20,7 +20,7 @@ import (
 	"github.com/wakegate/wakegate/delivery/inbox"
 	"github.com/wakegate/wakegate/delivery/ingest"
 	"github.com/wakegate/wakegate/delivery/journal"
-	"github.com/wakegate/wakegate/delivery/push"
+	"github.com/wakegate/wakegate/delivery/outbound"
 	"github.com/wakegate/wakegate/delivery/redistest"
 	"github.com/wakegate/wakegate/delivery/sessions"
 	"github.com/wakegate/wakegate/delivery/tracker"
@@ -54,7 +54,7 @@ type netErr struct{ host string }
 
 func (e *netErr) Error() string { return "no such host " + e.host }
 
-func newEpEnv(t *testing.T, guard *push.Guard, schedule []time.Duration) *epEnv {
+func newEpEnv(t *testing.T, guard *outbound.Guard, schedule []time.Duration) *epEnv {
 	t.Helper()
 	rdb, prefix := redistest.New(t)
 	j := journal.New(rdb, journal.Config{Prefix: prefix, Shards: 4})
@@ -63,7 +63,7 @@ func newEpEnv(t *testing.T, guard *push.Guard, schedule []time.Duration) *epEnv 
 		t.Fatal(err)
 	}
 	e := &epEnv{t: t, prefix: prefix, box: inbox.New(rdb, inbox.Config{Prefix: prefix})}
-	endpoints := push.NewEndpoints(rdb, prefix, guard)
+	endpoints := outbound.NewEndpoints(rdb, prefix, guard)
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
 	e.p = pushw.New(rdb, asynq.NewClientFromRedisClient(rdb), e.box, endpoints, log, prometheus.NewRegistry(),
 		pushw.Config{Prefix: prefix, Schedule: schedule, Guard: guard})
@@ -145,14 +145,14 @@ func (a epAnswer) want(t *testing.T, what string, status int) epAnswer {
 func (a epAnswer) str(k string) string { s, _ := a.body[k].(string); return s }
 
 func TestEndpointsAPI(t *testing.T) {
-	guard := &push.Guard{Resolver: lookup{"hooks.example": "93.184.215.14", "internal.example": "127.0.0.1"}}
+	guard := &outbound.Guard{Resolver: lookup{"hooks.example": "93.184.215.14", "internal.example": "127.0.0.1"}}
 	e := newEpEnv(t, guard, nil)
 	const path = "/v1/endpoints/session:a"
 	put := func(body string) epAnswer { return e.do(http.MethodPut, path, tws, "session:a", "inbox", body) }
 
 	created := put(`{"url": "https://hooks.example/a"}`).want(t, "create", http.StatusCreated)
 	secret := created.str("secret")
-	if _, err := push.ParseSecret(secret); err != nil || created.str("party") != "session:a" ||
+	if _, err := outbound.ParseSecret(secret); err != nil || created.str("party") != "session:a" ||
 		created.str("url") != "https://hooks.example/a" || created.str("format") != "standard" {
 		t.Fatalf("create: %s", created.raw)
 	}
@@ -218,7 +218,7 @@ func TestEndpointsAPI(t *testing.T) {
 // /admin/dead-letters; POST …/redeliver sends it again, same webhook-id
 // and body, and its 2xx acks the human's entry and clears the record.
 func TestDeadLettersAPI(t *testing.T) {
-	e := newEpEnv(t, &push.Guard{AllowPrivate: true}, []time.Duration{time.Second})
+	e := newEpEnv(t, &outbound.Guard{AllowPrivate: true}, []time.Duration{time.Second})
 	var mu sync.Mutex
 	healthy := false
 	var seen []*http.Request
@@ -250,7 +250,7 @@ func TestDeadLettersAPI(t *testing.T) {
 	if err := e.p.Enqueue(ctx, tws, "human:ops", res, ev); err != nil {
 		t.Fatal(err)
 	}
-	id := push.WebhookID(e.prefix, tws, "human:ops", res.Seq)
+	id := outbound.WebhookID(e.prefix, tws, "human:ops", res.Seq)
 	var list epAnswer
 	deadline := time.Now().Add(15 * time.Second)
 	for {
@@ -294,7 +294,7 @@ func TestDeadLettersAPI(t *testing.T) {
 	if last.Header.Get("webhook-id") != id || lastBody != firstBody {
 		t.Fatalf("redelivered %q %s, want %s and the first body", last.Header.Get("webhook-id"), lastBody, id)
 	}
-	if err := push.Verify(ep.str("secret"), last.Header, []byte(lastBody), time.Now(), 5*time.Minute); err != nil {
+	if err := outbound.Verify(ep.str("secret"), last.Header, []byte(lastBody), time.Now(), 5*time.Minute); err != nil {
 		t.Fatal(err)
 	}
 	deadline = time.Now().Add(10 * time.Second)

@@ -22,7 +22,7 @@ import (
 	wgstack "github.com/wakegate/wakegate/cmd/wakegate/stack"
 	"github.com/wakegate/wakegate/delivery/ingest"
 	"github.com/wakegate/wakegate/delivery/journal"
-	dpush "github.com/wakegate/wakegate/delivery/push"
+	"github.com/wakegate/wakegate/delivery/outbound"
 	"github.com/wakegate/wakegate/delivery/redistest"
 	"github.com/wakegate/wakegate/delivery/subscriptions"
 	"github.com/wakegate/wakegate/providers/event"
@@ -103,7 +103,7 @@ func (fr *fanReceiver) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	switch {
 	case err != nil || i < 0 || i >= len(fr.secrets):
 		fr.bad = append(fr.bad, "unknown path "+r.URL.Path)
-	case dpush.Verify(fr.secrets[i], r.Header, body, at, time.Minute) != nil:
+	case outbound.Verify(fr.secrets[i], r.Header, body, at, time.Minute) != nil:
 		fr.bad = append(fr.bad, "bad signature on "+r.URL.Path)
 	case fr.rounds[b.Event.ID] == nil:
 		fr.bad = append(fr.bad, "a delivery of no round: "+b.Event.ID)
@@ -152,7 +152,7 @@ func runFanout(b *testing.B, url string, n int) (wallPerRecipient, cpuPerRecipie
 	}
 	for i := range n {
 		party := fmt.Sprintf("session:fan-r%04d", i)
-		ep, _, _, err := st.Endpoints.Put(ctx, ws, party, dpush.Put{URL: fmt.Sprintf("%s/r/%d", srv.URL, i)})
+		ep, _, _, err := st.Endpoints.Put(ctx, ws, party, outbound.Put{URL: fmt.Sprintf("%s/r/%d", srv.URL, i)})
 		if err != nil {
 			b.Fatal(err)
 		}

@@ -15,7 +15,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/redis/go-redis/v9"
 
-	dpush "github.com/wakegate/wakegate/delivery/push"
+	"github.com/wakegate/wakegate/delivery/outbound"
 
 	"github.com/wakegate/wakegate/delivery/escalate"
 	"github.com/wakegate/wakegate/delivery/inbox"
@@ -116,7 +116,7 @@ type Deps struct {
 
 // endpoints reads push endpoints (delivery/push).
 type endpoints interface {
-	Get(ctx context.Context, workspace, party string) (*dpush.Endpoint, error)
+	Get(ctx context.Context, workspace, party string) (*outbound.Endpoint, error)
 }
 
 // prTracker reads the PR tracker's state (delivery/tracker).

@@ -21,7 +21,7 @@ import (
 	"github.com/wakegate/wakegate/delivery/holds"
 	"github.com/wakegate/wakegate/delivery/inbox"
 	"github.com/wakegate/wakegate/delivery/journal"
-	dpush "github.com/wakegate/wakegate/delivery/push"
+	"github.com/wakegate/wakegate/delivery/outbound"
 	"github.com/wakegate/wakegate/delivery/redistest"
 	"github.com/wakegate/wakegate/delivery/sessions"
 	"github.com/wakegate/wakegate/delivery/subscriptions"
@@ -40,7 +40,7 @@ type escEnv struct {
 	ctx  context.Context
 	rdb  redis.UniversalClient
 	box  *inbox.Inbox
-	eps  *dpush.Endpoints
+	eps  *outbound.Endpoints
 	p    *Pusher
 	j    *journal.Journal
 	reg  *sessions.Registry
@@ -57,9 +57,9 @@ func newEscEnv(t *testing.T, schedule []time.Duration, settings string) *escEnv 
 	ctx := context.Background()
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
 	metrics := prometheus.NewRegistry()
-	guard := &dpush.Guard{AllowPrivate: true}
+	guard := &outbound.Guard{AllowPrivate: true}
 	e := &escEnv{t: t, ctx: ctx, rdb: rdb, box: inbox.New(rdb, inbox.Config{Prefix: prefix}),
-		eps: dpush.NewEndpoints(rdb, prefix, guard), insp: asynq.NewInspectorFromRedisClient(rdb)}
+		eps: outbound.NewEndpoints(rdb, prefix, guard), insp: asynq.NewInspectorFromRedisClient(rdb)}
 	if schedule == nil {
 		schedule = []time.Duration{time.Hour}
 	}
@@ -244,7 +244,7 @@ func wantStep(t *testing.T, what string, prev, next time.Time) {
 func TestEscalationClimbsOncePerLevel(t *testing.T) {
 	e := newEscEnv(t, nil, `{"escalate_after":"1s","default_controller":"session:boss","fallback":{"party":"human:ops"}}`)
 	rc := newReceiver(t, statuses(200))
-	if _, _, _, err := e.eps.Put(e.ctx, ws, "human:ops", dpush.Put{URL: rc.url()}); err != nil {
+	if _, _, _, err := e.eps.Put(e.ctx, ws, "human:ops", outbound.Put{URL: rc.url()}); err != nil {
 		t.Fatal(err)
 	}
 	e.controls("gp", "mid")
@@ -369,7 +369,7 @@ func TestEscalationLiveRecipient(t *testing.T) {
 func TestEscalationDeadRecipient(t *testing.T) {
 	e := newEscEnv(t, nil, `{"escalate_after":"1s","default_controller":"session:boss","fallback":{"party":"human:ops"}}`)
 	rc := newReceiver(t, statuses(200))
-	if _, _, _, err := e.eps.Put(e.ctx, ws, "human:ops", dpush.Put{URL: rc.url()}); err != nil {
+	if _, _, _, err := e.eps.Put(e.ctx, ws, "human:ops", outbound.Put{URL: rc.url()}); err != nil {
 		t.Fatal(err)
 	}
 	e.controls("gp", "mid")
@@ -465,7 +465,7 @@ func TestEscalationUndeliverable(t *testing.T) {
 func TestDeadLetterEscalatesAtOnce(t *testing.T) {
 	e := newEscEnv(t, []time.Duration{time.Second}, `{"escalate_after":"1h"}`)
 	rc := newReceiver(t, statuses(http.StatusInternalServerError))
-	if _, _, _, err := e.eps.Put(e.ctx, ws, "session:mid", dpush.Put{URL: rc.url()}); err != nil {
+	if _, _, _, err := e.eps.Put(e.ctx, ws, "session:mid", outbound.Put{URL: rc.url()}); err != nil {
 		t.Fatal(err)
 	}
 	e.controls("gp", "mid")

@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	dpush "github.com/wakegate/wakegate/delivery/push"
+	"github.com/wakegate/wakegate/delivery/outbound"
 )
 
 // TestHangingEndpointKeepsOthersP99 is the "an endpoint that hangs
@@ -56,7 +56,7 @@ func TestHangingEndpointKeepsOthersP99(t *testing.T) {
 			at := time.Now()
 			res, _ := e.wake(party)
 			mu.Lock()
-			enqueued[dpush.WebhookID(e.prefix, ws, party, res.Seq)] = at
+			enqueued[outbound.WebhookID(e.prefix, ws, party, res.Seq)] = at
 			mu.Unlock()
 			time.Sleep(5 * time.Millisecond)
 		}

@@ -17,7 +17,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/wakegate/wakegate/delivery/inbox"
-	dpush "github.com/wakegate/wakegate/delivery/push"
+	"github.com/wakegate/wakegate/delivery/outbound"
 	"github.com/wakegate/wakegate/delivery/redistest"
 	"github.com/wakegate/wakegate/providers/event"
 )
@@ -32,7 +32,7 @@ type env struct {
 	rdb       redis.UniversalClient
 	prefix    string
 	box       *inbox.Inbox
-	endpoints *dpush.Endpoints
+	endpoints *outbound.Endpoints
 	p         *Pusher
 	insp      *asynq.Inspector
 	reg       *prometheus.Registry
@@ -60,13 +60,13 @@ func newEnv(t *testing.T, o envOpts) *env {
 	cfg := o.cfg
 	cfg.Prefix = prefix
 	if cfg.Guard == nil {
-		cfg.Guard = &dpush.Guard{AllowPrivate: true}
+		cfg.Guard = &outbound.Guard{AllowPrivate: true}
 	}
 	if cfg.Schedule == nil {
 		cfg.Schedule = []time.Duration{time.Second, time.Second}
 	}
 	e := &env{t: t, ctx: context.Background(), rdb: rdb, prefix: prefix, reg: prometheus.NewRegistry(),
-		box: inbox.New(rdb, inbox.Config{Prefix: prefix}), endpoints: dpush.NewEndpoints(rdb, prefix, cfg.Guard)}
+		box: inbox.New(rdb, inbox.Config{Prefix: prefix}), endpoints: outbound.NewEndpoints(rdb, prefix, cfg.Guard)}
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
 	e.p = New(rdb, asynq.NewClientFromRedisClient(rdb), e.box, e.endpoints, log, e.reg, cfg)
 	e.insp = asynq.NewInspectorFromRedisClient(rdb)
@@ -95,7 +95,7 @@ func newEnv(t *testing.T, o envOpts) *env {
 // endpoint puts party's endpoint and returns its secret.
 func (e *env) endpoint(party, url, format string) string {
 	e.t.Helper()
-	ep, _, _, err := e.endpoints.Put(e.ctx, ws, party, dpush.Put{URL: url, Format: format})
+	ep, _, _, err := e.endpoints.Put(e.ctx, ws, party, outbound.Put{URL: url, Format: format})
 	if err != nil {
 		e.t.Fatal(err)
 	}

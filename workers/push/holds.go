@@ -16,7 +16,7 @@ import (
 
 	"github.com/wakegate/wakegate/delivery/holds"
 	"github.com/wakegate/wakegate/delivery/inbox"
-	dpush "github.com/wakegate/wakegate/delivery/push"
+	"github.com/wakegate/wakegate/delivery/outbound"
 	"github.com/wakegate/wakegate/delivery/supervision"
 	"github.com/wakegate/wakegate/providers/event"
 )
@@ -49,7 +49,7 @@ func (p *Pusher) EnqueueDigest(ctx context.Context, workspace, party, webhookID,
 	if ep == nil || ep.Disabled() {
 		return "", nil
 	}
-	body, err := dpush.Render(ep.Format, dpush.Message{WebhookID: webhookID, Kind: inbox.KindDigest, Party: party,
+	body, err := outbound.Render(ep.Format, outbound.Message{WebhookID: webhookID, Kind: inbox.KindDigest, Party: party,
 		Digest: entries, Text: text})
 	if err != nil {
 		return "", err

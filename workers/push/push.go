@@ -41,7 +41,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/wakegate/wakegate/delivery/inbox"
-	dpush "github.com/wakegate/wakegate/delivery/push"
+	"github.com/wakegate/wakegate/delivery/outbound"
 	"github.com/wakegate/wakegate/providers/event"
 )
 
@@ -79,10 +79,10 @@ type Config struct {
 	// Timeout bounds one attempt, connection to answer. Default 10s.
 	Timeout time.Duration
 	// Breaker tunes the per-endpoint circuit breaker.
-	Breaker dpush.BreakerConfig
+	Breaker outbound.BreakerConfig
 	// Guard keeps pushes off internal networks; nil refuses every private
 	// address.
-	Guard *dpush.Guard
+	Guard *outbound.Guard
 	// PerEndpoint bounds the attempts in flight to one endpoint in this
 	// process, so an endpoint that hangs holds at most that many of the
 	// server's workers; more are deferred a second, consuming no attempt.
@@ -113,9 +113,9 @@ type Pusher struct {
 	rdb       redis.UniversalClient
 	client    enqueuer
 	box       *inbox.Inbox
-	endpoints *dpush.Endpoints
-	breaker   *dpush.Breaker
-	dead      *dpush.DeadLetters
+	endpoints *outbound.Endpoints
+	breaker   *outbound.Breaker
+	dead      *outbound.DeadLetters
 	http      *http.Client
 	log       *slog.Logger
 	m         *metrics
@@ -177,7 +177,7 @@ func (p *Pusher) caughtUp(ctx context.Context, workspace, party, ck string, seq 
 
 // New returns a pusher: client enqueues on rdb's Asynq, box is acked for
 // human: parties, endpoints are where pushes go.
-func New(rdb redis.UniversalClient, client *asynq.Client, box *inbox.Inbox, endpoints *dpush.Endpoints,
+func New(rdb redis.UniversalClient, client *asynq.Client, box *inbox.Inbox, endpoints *outbound.Endpoints,
 	log *slog.Logger, reg prometheus.Registerer, cfg Config) *Pusher {
 	if cfg.Prefix == "" {
 		cfg.Prefix = "wg"
@@ -189,7 +189,7 @@ func New(rdb redis.UniversalClient, client *asynq.Client, box *inbox.Inbox, endp
 		cfg.Timeout = 10 * time.Second
 	}
 	if cfg.Guard == nil {
-		cfg.Guard = &dpush.Guard{}
+		cfg.Guard = &outbound.Guard{}
 	}
 	if cfg.Breaker.ProbeFor <= 0 {
 		cfg.Breaker.ProbeFor = cfg.Timeout + 5*time.Second
@@ -220,8 +220,8 @@ func New(rdb redis.UniversalClient, client *asynq.Client, box *inbox.Inbox, endp
 		client:    client,
 		box:       box,
 		endpoints: endpoints,
-		breaker:   dpush.NewBreaker(rdb, cfg.Prefix, cfg.Breaker),
-		dead:      dpush.NewDeadLetters(rdb, cfg.Prefix, 0),
+		breaker:   outbound.NewBreaker(rdb, cfg.Prefix, cfg.Breaker),
+		dead:      outbound.NewDeadLetters(rdb, cfg.Prefix, 0),
 		http: &http.Client{Transport: tr, Timeout: cfg.Timeout,
 			CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }},
 		log:      log.With("component", "push"),
@@ -357,16 +357,16 @@ func (p *Pusher) Enqueue(ctx context.Context, workspace, party string, res inbox
 
 // QueueEndpoint queues the read of a party's endpoint on pipe, for
 // EnqueueTo (the router reads it with what it reads before delivering).
-func (p *Pusher) QueueEndpoint(ctx context.Context, pipe redis.Pipeliner, workspace, party string) func() (*dpush.Endpoint, error) {
+func (p *Pusher) QueueEndpoint(ctx context.Context, pipe redis.Pipeliner, workspace, party string) func() (*outbound.Endpoint, error) {
 	return p.endpoints.QueueGet(ctx, pipe, workspace, party)
 }
 
 // EnqueueTo is Enqueue with the party's endpoint already read (nil: none).
-func (p *Pusher) EnqueueTo(ctx context.Context, ep *dpush.Endpoint, workspace, party string, res inbox.Result, e *event.Event) error {
+func (p *Pusher) EnqueueTo(ctx context.Context, ep *outbound.Endpoint, workspace, party string, res inbox.Result, e *event.Event) error {
 	if !res.Wake || res.Seq <= 0 || ep == nil || ep.Disabled() {
 		return nil
 	}
-	id := dpush.WebhookID(p.cfg.Prefix, workspace, party, res.Seq)
+	id := outbound.WebhookID(p.cfg.Prefix, workspace, party, res.Seq)
 	evJSON, err := json.Marshal(e)
 	if err != nil {
 		return fmt.Errorf("encode event %s: %w", e.ID, err)
@@ -375,7 +375,7 @@ func (p *Pusher) EnqueueTo(ctx context.Context, ep *dpush.Endpoint, workspace, p
 	if err != nil {
 		return err
 	}
-	body, err := dpush.Render(ep.Format, dpush.Message{WebhookID: id, Kind: res.Kind, Party: party, Entry: entry, Event: evJSON})
+	body, err := outbound.Render(ep.Format, outbound.Message{WebhookID: id, Kind: res.Kind, Party: party, Entry: entry, Event: evJSON})
 	if err != nil {
 		return err
 	}
@@ -714,8 +714,8 @@ func (p *Pusher) delivered(ctx context.Context, pl payload) error {
 
 // send makes one signed attempt. It returns the status (0 when no answer
 // came) and the Retry-After of a 429 or 503.
-func (p *Pusher) send(ctx context.Context, ep *dpush.Endpoint, pl payload, now time.Time) (int, time.Duration, error) {
-	key, err := dpush.ParseSecret(ep.Secret)
+func (p *Pusher) send(ctx context.Context, ep *outbound.Endpoint, pl payload, now time.Time) (int, time.Duration, error) {
+	key, err := outbound.ParseSecret(ep.Secret)
 	if err != nil {
 		return 0, 0, err
 	}
@@ -733,7 +733,7 @@ func (p *Pusher) send(ctx context.Context, ep *dpush.Endpoint, pl payload, now t
 			req.Header.Set("Tracestate", pl.Tracestate)
 		}
 	}
-	dpush.SetHeaders(req.Header, key, pl.WebhookID, now, []byte(pl.Body))
+	outbound.SetHeaders(req.Header, key, pl.WebhookID, now, []byte(pl.Body))
 	resp, err := p.http.Do(req)
 	if err != nil {
 		var ue *url.Error
@@ -769,8 +769,8 @@ func parseRetryAfter(v string, now time.Time) time.Duration {
 }
 
 // deadLetter records a push that will not be attempted again.
-func (p *Pusher) deadLetter(ctx context.Context, pl payload, ep *dpush.Endpoint, attempts, status int, why string) error {
-	d := dpush.DeadLetter{ID: pl.WebhookID, Workspace: pl.Workspace, Party: pl.Party, Seq: pl.Seq, Kind: pl.Kind,
+func (p *Pusher) deadLetter(ctx context.Context, pl payload, ep *outbound.Endpoint, attempts, status int, why string) error {
+	d := outbound.DeadLetter{ID: pl.WebhookID, Workspace: pl.Workspace, Party: pl.Party, Seq: pl.Seq, Kind: pl.Kind,
 		URL: ep.URL, Format: pl.Format, Attempts: attempts, Status: status, Error: why,
 		DecidedAt: time.UnixMilli(pl.DecidedAt).UTC(), DeadAt: p.now().UTC(), Redeliveries: pl.Redelivery, Body: pl.Body}
 	if err := p.dead.Put(ctx, d); err != nil {
@@ -799,25 +799,25 @@ func (p *Pusher) deadLetter(ctx context.Context, pl payload, ep *dpush.Endpoint,
 
 // DeadLetters returns up to limit dead letters, newest first, and how
 // many there are.
-func (p *Pusher) DeadLetters(ctx context.Context, limit int) ([]dpush.DeadLetter, int64, error) {
+func (p *Pusher) DeadLetters(ctx context.Context, limit int) ([]outbound.DeadLetter, int64, error) {
 	return p.dead.List(ctx, limit)
 }
 
 // Redeliver enqueues a dead letter again — same webhook-id, same body, a
 // fresh schedule — to its party's current endpoint. It returns
-// dpush.ErrNotFound for an unknown id and dpush.ErrEndpointUnavailable. The
+// outbound.ErrNotFound for an unknown id and outbound.ErrEndpointUnavailable. The
 // dead letter stays until the redelivery gets its 2xx.
-func (p *Pusher) Redeliver(ctx context.Context, id string) (dpush.DeadLetter, error) {
+func (p *Pusher) Redeliver(ctx context.Context, id string) (outbound.DeadLetter, error) {
 	d, err := p.dead.Get(ctx, id)
 	if err != nil {
-		return dpush.DeadLetter{}, err
+		return outbound.DeadLetter{}, err
 	}
 	ep, err := p.endpoints.Get(ctx, d.Workspace, d.Party)
 	if err != nil {
-		return dpush.DeadLetter{}, err
+		return outbound.DeadLetter{}, err
 	}
 	if ep == nil || ep.Disabled() {
-		return dpush.DeadLetter{}, dpush.ErrEndpointUnavailable
+		return outbound.DeadLetter{}, outbound.ErrEndpointUnavailable
 	}
 	d.Redeliveries++
 	pl := payload{Workspace: d.Workspace, Party: d.Party, Seq: d.Seq, WebhookID: d.ID, Kind: d.Kind, Format: d.Format,
@@ -825,10 +825,10 @@ func (p *Pusher) Redeliver(ctx context.Context, id string) (dpush.DeadLetter, er
 	// Count first: a redelivery that succeeds at once removes the record,
 	// which a later write would bring back.
 	if err := p.dead.Put(ctx, d); err != nil {
-		return dpush.DeadLetter{}, err
+		return outbound.DeadLetter{}, err
 	}
 	if err := p.enqueue(ctx, fmt.Sprintf("%s-r%d", d.ID, d.Redeliveries), pl); err != nil {
-		return dpush.DeadLetter{}, err
+		return outbound.DeadLetter{}, err
 	}
 	return d, nil
 }

@@ -15,7 +15,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/wakegate/wakegate/delivery/inbox"
-	dpush "github.com/wakegate/wakegate/delivery/push"
+	"github.com/wakegate/wakegate/delivery/outbound"
 	"github.com/wakegate/wakegate/delivery/redistest"
 )
 
@@ -35,12 +35,12 @@ func TestRetriesThenDelivers(t *testing.T) {
 	if len(got) != 3 {
 		t.Fatalf("%d attempts, want exactly 3", len(got))
 	}
-	id := dpush.WebhookID(e.prefix, ws, "human:ops", res.Seq)
+	id := outbound.WebhookID(e.prefix, ws, "human:ops", res.Seq)
 	for i, r := range got {
 		if r.header.Get("webhook-id") != id || string(r.body) != string(got[0].body) {
 			t.Fatalf("attempt %d: id %q body %s; want id %s and the first body", i+1, r.header.Get("webhook-id"), r.body, id)
 		}
-		if err := dpush.Verify(secret, r.header, r.body, time.Now(), 5*time.Minute); err != nil {
+		if err := outbound.Verify(secret, r.header, r.body, time.Now(), 5*time.Minute); err != nil {
 			t.Fatalf("attempt %d: receiver's check: %v", i+1, err)
 		}
 		if r.header.Get("Content-Type") != "application/json" {
@@ -80,7 +80,7 @@ func TestRetriesThenDelivers(t *testing.T) {
 func TestSessionAcksItself(t *testing.T) {
 	e := newEnv(t, envOpts{})
 	rc := newReceiver(t, statuses(200))
-	e.endpoint("session:boss", rc.url(), dpush.FormatSlack)
+	e.endpoint("session:boss", rc.url(), outbound.FormatSlack)
 	e.wake("session:boss")
 	eventually(t, 10*time.Second, "the push", func() bool { return rc.count() == 1 })
 	eventually(t, 10*time.Second, "the queue drained", e.idle)
@@ -113,7 +113,7 @@ func TestGoneDisables(t *testing.T) {
 		t.Fatalf("%d attempts, want 1", n)
 	}
 	ds, _, err := e.p.DeadLetters(e.ctx, 10)
-	if err != nil || len(ds) != 1 || ds[0].ID != dpush.WebhookID(e.prefix, ws, "session:s1", res.Seq) || ds[0].Status != 410 {
+	if err != nil || len(ds) != 1 || ds[0].ID != outbound.WebhookID(e.prefix, ws, "session:s1", res.Seq) || ds[0].Status != 410 {
 		t.Fatalf("dead letters %+v %v", ds, err)
 	}
 }
@@ -125,7 +125,7 @@ func TestGoneDisables(t *testing.T) {
 func TestBreakerOpensAndProbes(t *testing.T) {
 	const openFor = 2 * time.Second
 	e := newEnv(t, envOpts{concurrency: 1, cfg: Config{Schedule: []time.Duration{time.Second, time.Second},
-		Breaker: dpush.BreakerConfig{OpenFor: openFor, ProbeFor: 5 * time.Second}}})
+		Breaker: outbound.BreakerConfig{OpenFor: openFor, ProbeFor: 5 * time.Second}}})
 	probing := make(chan struct{})
 	proceed := make(chan struct{})
 	rc := newReceiver(t, func(n int, _ *http.Request, w http.ResponseWriter) int {
@@ -144,7 +144,7 @@ func TestBreakerOpensAndProbes(t *testing.T) {
 	var ids []string
 	for range 8 {
 		res, _ := e.wake("human:ops")
-		ids = append(ids, dpush.WebhookID(e.prefix, ws, "human:ops", res.Seq))
+		ids = append(ids, outbound.WebhookID(e.prefix, ws, "human:ops", res.Seq))
 	}
 	select {
 	case <-probing:
@@ -286,8 +286,8 @@ func TestDeadLetterAndRedeliver(t *testing.T) {
 	}
 	e.endpoint("human:ops", rc.url(), "")
 	res, _ := e.wake("human:ops")
-	id := dpush.WebhookID(e.prefix, ws, "human:ops", res.Seq)
-	var ds []dpush.DeadLetter
+	id := outbound.WebhookID(e.prefix, ws, "human:ops", res.Seq)
+	var ds []outbound.DeadLetter
 	eventually(t, 15*time.Second, "a dead letter", func() bool {
 		ds, _, _ = e.p.DeadLetters(e.ctx, 10)
 		return len(ds) == 1
@@ -300,7 +300,7 @@ func TestDeadLetterAndRedeliver(t *testing.T) {
 	if n := rc.count(); n != 2 {
 		t.Fatalf("%d attempts, want 2 (one retry)", n)
 	}
-	if _, err := e.p.Redeliver(e.ctx, "msg_nope"); !errors.Is(err, dpush.ErrNotFound) {
+	if _, err := e.p.Redeliver(e.ctx, "msg_nope"); !errors.Is(err, outbound.ErrNotFound) {
 		t.Fatalf("redeliver unknown: %v", err)
 	}
 	close(healthy)
@@ -328,7 +328,7 @@ func TestDeadLetterAndRedeliver(t *testing.T) {
 	if err := e.p.dead.Put(e.ctx, d); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := e.p.Redeliver(e.ctx, id); !errors.Is(err, dpush.ErrEndpointUnavailable) {
+	if _, err := e.p.Redeliver(e.ctx, id); !errors.Is(err, outbound.ErrEndpointUnavailable) {
 		t.Fatalf("redeliver without an endpoint: %v", err)
 	}
 }
@@ -338,7 +338,7 @@ func TestDeadLetterAndRedeliver(t *testing.T) {
 // and the push ends a dead letter.
 func TestRefusedAtDial(t *testing.T) {
 	dialed := make(chan string, 10)
-	guard := &dpush.Guard{
+	guard := &outbound.Guard{
 		Resolver: resolverFunc(func(host string) []netip.Addr {
 			return []netip.Addr{netip.MustParseAddr("10.0.0.1")}
 		}),
@@ -349,14 +349,14 @@ func TestRefusedAtDial(t *testing.T) {
 	}
 	e := newEnv(t, envOpts{cfg: Config{Guard: guard, Schedule: []time.Duration{time.Second}}})
 	// The endpoint was created while the name resolved to a public address.
-	open := dpush.NewEndpoints(e.rdb, e.prefix, &dpush.Guard{Resolver: resolverFunc(func(string) []netip.Addr {
+	open := outbound.NewEndpoints(e.rdb, e.prefix, &outbound.Guard{Resolver: resolverFunc(func(string) []netip.Addr {
 		return []netip.Addr{netip.MustParseAddr("93.184.215.14")}
 	})})
-	if _, _, _, err := open.Put(e.ctx, ws, "human:ops", dpush.Put{URL: "https://rebind.example/hook"}); err != nil {
+	if _, _, _, err := open.Put(e.ctx, ws, "human:ops", outbound.Put{URL: "https://rebind.example/hook"}); err != nil {
 		t.Fatal(err)
 	}
 	e.wake("human:ops")
-	var ds []dpush.DeadLetter
+	var ds []outbound.DeadLetter
 	eventually(t, 15*time.Second, "a dead letter", func() bool {
 		ds, _, _ = e.p.DeadLetters(e.ctx, 10)
 		return len(ds) == 1
@@ -405,7 +405,7 @@ func TestOnMiniredis(t *testing.T) {
 	e.wake("human:ops")
 	eventually(t, 15*time.Second, "two attempts", func() bool { return rc.count() == 2 })
 	for _, r := range rc.got() {
-		if err := dpush.Verify(secret, r.header, r.body, time.Now(), time.Minute); err != nil {
+		if err := outbound.Verify(secret, r.header, r.body, time.Now(), time.Minute); err != nil {
 			t.Fatal(err)
 		}
 	}

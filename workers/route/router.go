@@ -19,7 +19,7 @@ import (
 	"github.com/wakegate/wakegate/delivery/holds"
 	"github.com/wakegate/wakegate/delivery/inbox"
 	"github.com/wakegate/wakegate/delivery/journal"
-	dpush "github.com/wakegate/wakegate/delivery/push"
+	"github.com/wakegate/wakegate/delivery/outbound"
 	"github.com/wakegate/wakegate/delivery/sessions"
 	"github.com/wakegate/wakegate/delivery/subscriptions"
 	"github.com/wakegate/wakegate/delivery/supervision"
@@ -97,8 +97,8 @@ type pusher interface {
 // before it delivers (package workers/push): EnqueueTo is Enqueue with the
 // endpoint so read (nil: none).
 type prefetcher interface {
-	QueueEndpoint(ctx context.Context, p redis.Pipeliner, workspace, party string) func() (*dpush.Endpoint, error)
-	EnqueueTo(ctx context.Context, ep *dpush.Endpoint, workspace, party string, res inbox.Result, e *event.Event) error
+	QueueEndpoint(ctx context.Context, p redis.Pipeliner, workspace, party string) func() (*outbound.Endpoint, error)
+	EnqueueTo(ctx context.Context, ep *outbound.Endpoint, workspace, party string, res inbox.Result, e *event.Event) error
 }
 
 // WithPusher makes the router enqueue a push after every delivery that
@@ -485,9 +485,9 @@ func (r *Router) gather(ctx context.Context, e *event.Event, now time.Time) (*sn
 	if r.holds != nil && len(may) > 0 {
 		readStates = r.holds.QueueLookup(ctx, p, e.Workspace, may, now)
 	}
-	var readEndpoints map[string]func() (*dpush.Endpoint, error)
+	var readEndpoints map[string]func() (*outbound.Endpoint, error)
 	if pf, ok := r.push.(prefetcher); ok {
-		readEndpoints = make(map[string]func() (*dpush.Endpoint, error), len(may))
+		readEndpoints = make(map[string]func() (*outbound.Endpoint, error), len(may))
 		for _, party := range may {
 			readEndpoints[party] = pf.QueueEndpoint(ctx, p, e.Workspace, party)
 		}
@@ -511,7 +511,7 @@ func (r *Router) gather(ctx context.Context, e *event.Event, now time.Time) (*sn
 		}
 	}
 	if readEndpoints != nil {
-		v.endpoints = make(map[string]*dpush.Endpoint, len(readEndpoints))
+		v.endpoints = make(map[string]*outbound.Endpoint, len(readEndpoints))
 		for party, read := range readEndpoints {
 			if v.endpoints[party], err = read(); err != nil {
 				return nil, nil, err
@@ -554,7 +554,7 @@ type view struct {
 	event     *event.Event // e, with the lineage routing resolved (see recipients)
 	settings  supervision.Settings
 	states    map[string]holds.State
-	endpoints map[string]*dpush.Endpoint
+	endpoints map[string]*outbound.Endpoint
 }
 
 // deliverAll delivers e into each recipient's inbox, then pushes the

@@ -14,7 +14,7 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/wakegate/wakegate/delivery/push"
+	"github.com/wakegate/wakegate/delivery/outbound"
 	"github.com/wakegate/wakegate/providers/event"
 )
 
@@ -111,7 +111,7 @@ func (fr *fanReceiver) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	fr.mu.Unlock()
 	var verr error
 	if secret != "" {
-		verr = push.Verify(secret, r.Header, body, at, 5*time.Minute)
+		verr = outbound.Verify(secret, r.Header, body, at, 5*time.Minute)
 	}
 
 	fr.mu.Lock()

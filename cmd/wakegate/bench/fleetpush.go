@@ -14,7 +14,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/wakegate/wakegate/delivery/push"
+	"github.com/wakegate/wakegate/delivery/outbound"
 	"github.com/wakegate/wakegate/providers/event"
 )
 
@@ -132,7 +132,7 @@ func (ps *pushSide) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	case msg.Party != party:
 		ps.fail("%s: a push for %s", party, msg.Party)
 	default:
-		if verr := push.Verify(secret, r.Header, body, at, 5*time.Minute); verr != nil {
+		if verr := outbound.Verify(secret, r.Header, body, at, 5*time.Minute); verr != nil {
 			ps.fail("%s: %v", party, verr)
 			break
 		}

@@ -22,7 +22,7 @@ import (
 	"github.com/wakegate/wakegate/delivery/inbox"
 	"github.com/wakegate/wakegate/delivery/ingest"
 	"github.com/wakegate/wakegate/delivery/journal"
-	dpush "github.com/wakegate/wakegate/delivery/push"
+	"github.com/wakegate/wakegate/delivery/outbound"
 	"github.com/wakegate/wakegate/delivery/ratelimit"
 	"github.com/wakegate/wakegate/delivery/sessions"
 	"github.com/wakegate/wakegate/delivery/subscriptions"
@@ -79,7 +79,7 @@ type Stack struct {
 	Subs      *subscriptions.Store
 	Sup       *supervision.Store
 	Inbox     *inbox.Inbox
-	Endpoints *dpush.Endpoints
+	Endpoints *outbound.Endpoints
 	Push      *pushw.Pusher
 	Holds     *holds.Store
 	Release   *pushw.Releaser
@@ -137,8 +137,8 @@ func New(rdb redis.UniversalClient, cfg Config, log *slog.Logger, reg *prometheu
 	s.Inbox = inbox.New(rdb, inbox.Config{Prefix: cfg.Prefix, Retention: cfg.Retention})
 	// Pushes (docs/design.md §8) ride Asynq on the same Redis, in the queue
 	// <prefix>:push.
-	guard := &dpush.Guard{AllowPrivate: cfg.AllowPrivateEndpoints}
-	s.Endpoints = dpush.NewEndpoints(rdb, cfg.Prefix, guard)
+	guard := &outbound.Guard{AllowPrivate: cfg.AllowPrivateEndpoints}
+	s.Endpoints = outbound.NewEndpoints(rdb, cfg.Prefix, guard)
 	s.Push = pushw.New(rdb, asynq.NewClientFromRedisClient(rdb), s.Inbox, s.Endpoints, log, reg,
 		pushw.Config{Prefix: cfg.Prefix, Schedule: cfg.PushRetry, Guard: guard})
 	// Presence, quiet and the rate cap (docs/design.md §6–§7); their digests ride

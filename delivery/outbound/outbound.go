@@ -19,7 +19,7 @@
 //	<prefix>:{<prefix>:push:dead}:h            hash    dead letter id → JSON
 //	<prefix>:{<prefix>:push:dead}:z            zset    dead letter id scored by when it died
 //	<prefix>:push:sent:<webhook id>            string  a push that got its 2xx, kept a day
-package push
+package outbound
 
 import (
 	"fmt"
