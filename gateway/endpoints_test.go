@@ -26,7 +26,7 @@ import (
 	"github.com/wakegate/wakegate/delivery/tracker"
 	"github.com/wakegate/wakegate/providers/agent"
 	"github.com/wakegate/wakegate/providers/event"
-	pushw "github.com/wakegate/wakegate/workers/push"
+	"github.com/wakegate/wakegate/workers/tasks"
 )
 
 // epEnv is a gateway with push endpoints and dead letters on real Redis,
@@ -36,7 +36,7 @@ type epEnv struct {
 	url    string
 	prefix string
 	box    *inbox.Inbox
-	p      *pushw.Pusher
+	p      *tasks.Pusher
 	holds  *holds.Store
 }
 
@@ -65,16 +65,16 @@ func newEpEnv(t *testing.T, guard *outbound.Guard, schedule []time.Duration) *ep
 	e := &epEnv{t: t, prefix: prefix, box: inbox.New(rdb, inbox.Config{Prefix: prefix})}
 	endpoints := outbound.NewEndpoints(rdb, prefix, guard)
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
-	e.p = pushw.New(rdb, asynq.NewClientFromRedisClient(rdb), e.box, endpoints, log, prometheus.NewRegistry(),
-		pushw.Config{Prefix: prefix, Schedule: schedule, Guard: guard})
+	e.p = tasks.New(rdb, asynq.NewClientFromRedisClient(rdb), e.box, endpoints, log, prometheus.NewRegistry(),
+		tasks.Config{Prefix: prefix, Schedule: schedule, Guard: guard})
 	mux := asynq.NewServeMux()
-	mux.Handle(pushw.TypeDeliver, e.p)
+	mux.Handle(tasks.TypeDeliver, e.p)
 	e.holds = holds.New(rdb, prefix)
-	rel := pushw.NewReleaser(e.p, e.holds, nil)
-	mux.Handle(pushw.TypeRelease, rel)
+	rel := tasks.NewReleaser(e.p, e.holds, nil)
+	mux.Handle(tasks.TypeRelease, rel)
 	srv := asynq.NewServerFromRedisClient(rdb, asynq.Config{Concurrency: 4, Queues: map[string]int{e.p.Queue(): 1},
 		DelayedTaskCheckInterval: 100 * time.Millisecond, TaskCheckInterval: 50 * time.Millisecond,
-		RetryDelayFunc: e.p.RetryDelay, IsFailure: pushw.IsFailure, LogLevel: asynq.FatalLevel})
+		RetryDelayFunc: e.p.RetryDelay, IsFailure: tasks.IsFailure, LogLevel: asynq.FatalLevel})
 	if err := srv.Start(mux); err != nil {
 		t.Fatal(err)
 	}

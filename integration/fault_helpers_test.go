@@ -34,8 +34,8 @@ import (
 	"github.com/wakegate/wakegate/delivery/ingest"
 	"github.com/wakegate/wakegate/delivery/outbound"
 	"github.com/wakegate/wakegate/delivery/redistest"
-	pushw "github.com/wakegate/wakegate/workers/push"
 	"github.com/wakegate/wakegate/workers/route"
+	"github.com/wakegate/wakegate/workers/tasks"
 )
 
 // ---- a private redis-server ------------------------------------------------
@@ -654,7 +654,7 @@ func checkPushed(t *testing.T, s *stack, l *faultLoad, fc faultChecks) {
 		}
 		return n, reqs
 	}
-	queue := pushw.Queue(s.prefix)
+	queue := tasks.Queue(s.prefix)
 	leaseKey := "asynq:{" + queue + "}:lease"
 	insp := asynq.NewInspectorFromRedisClient(s.rdb)
 	type lease struct {
@@ -860,7 +860,7 @@ func firstReady(samples []readySample, t time.Time) (time.Time, bool) {
 
 // pushQueueState describes the push queue, for a failure message.
 func pushQueueState(s *stack) string {
-	queue := pushw.Queue(s.prefix)
+	queue := tasks.Queue(s.prefix)
 	qi, err := asynq.NewInspectorFromRedisClient(s.rdb).GetQueueInfo(queue)
 	if err != nil {
 		return "push queue: " + err.Error()

@@ -16,7 +16,7 @@ import (
 	"github.com/wakegate/wakegate/delivery/inbox"
 	"github.com/wakegate/wakegate/delivery/outbound"
 	"github.com/wakegate/wakegate/delivery/redistest"
-	pushw "github.com/wakegate/wakegate/workers/push"
+	"github.com/wakegate/wakegate/workers/tasks"
 )
 
 // pushLog is a push endpoint on loopback that records every request and
@@ -109,7 +109,7 @@ func pushWorkerStop(t *testing.T, graceful bool) {
 		"WAKEGATE_ALLOW_PRIVATE_ENDPOINTS": "true",
 		"WAKEGATE_PUSH_RETRY":              "1s,1s,1s",
 	})
-	queue := pushw.Queue(s.prefix)
+	queue := tasks.Queue(s.prefix)
 	t.Cleanup(func() { // runs after the processes' own cleanups have stopped them
 		_ = asynq.NewInspectorFromRedisClient(s.rdb).DeleteQueue(queue, true)
 		redistest.Flush(s.rdb, "asynq:{"+queue+"}")

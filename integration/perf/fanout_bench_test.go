@@ -26,7 +26,7 @@ import (
 	"github.com/wakegate/wakegate/delivery/redistest"
 	"github.com/wakegate/wakegate/delivery/subscriptions"
 	"github.com/wakegate/wakegate/providers/event"
-	pushw "github.com/wakegate/wakegate/workers/push"
+	"github.com/wakegate/wakegate/workers/tasks"
 )
 
 // BenchmarkFanout is the "one event fanned out to 1,000 recipients
@@ -127,7 +127,7 @@ func runFanout(b *testing.B, url string, n int) (wallPerRecipient, cpuPerRecipie
 	ctx := context.Background()
 	rdb := newClient(b, url)
 	prefix := redistest.Prefix()
-	queue := pushw.Queue(prefix)
+	queue := tasks.Queue(prefix)
 	b.Cleanup(func() { // after the workers have stopped (registered first, runs last)
 		_ = asynq.NewInspectorFromRedisClient(rdb).DeleteQueue(queue, true)
 		redistest.Flush(rdb, "asynq:{"+queue+"}")

@@ -43,8 +43,8 @@ import (
 	"github.com/wakegate/wakegate/providers/agent"
 	"github.com/wakegate/wakegate/providers/event"
 	"github.com/wakegate/wakegate/providers/github"
-	pushw "github.com/wakegate/wakegate/workers/push"
 	"github.com/wakegate/wakegate/workers/route"
+	"github.com/wakegate/wakegate/workers/tasks"
 )
 
 const (
@@ -171,9 +171,9 @@ type stack struct {
 	subs     *subscriptions.Store
 	sup      *supervision.Store
 	box      *inbox.Inbox
-	push     *pushw.Pusher
+	push     *tasks.Pusher
 	holds    *holds.Store
-	release  *pushw.Releaser
+	release  *tasks.Releaser
 	gw       *gateway.Server
 	reg      *prometheus.Registry
 }

@@ -35,9 +35,9 @@ import (
 	"github.com/wakegate/wakegate/providers/github/app"
 	"github.com/wakegate/wakegate/workers/derive"
 	"github.com/wakegate/wakegate/workers/health"
-	pushw "github.com/wakegate/wakegate/workers/push"
 	"github.com/wakegate/wakegate/workers/route"
 	"github.com/wakegate/wakegate/workers/schedule"
+	"github.com/wakegate/wakegate/workers/tasks"
 )
 
 // Config is what the assembly needs; zero values take each part's
@@ -80,11 +80,11 @@ type Stack struct {
 	Sup       *supervision.Store
 	Inbox     *inbox.Inbox
 	Endpoints *outbound.Endpoints
-	Push      *pushw.Pusher
+	Push      *tasks.Pusher
 	Holds     *holds.Store
-	Release   *pushw.Releaser
+	Release   *tasks.Releaser
 	prefix    string
-	Escalate  *pushw.Escalator
+	Escalate  *tasks.Escalator
 	Health    *health.Sweeper
 	GitHub    *GitHubApp // nil without a GitHub App
 	// Router routes journaled events (the workers' consumer) and redelivers
@@ -139,12 +139,12 @@ func New(rdb redis.UniversalClient, cfg Config, log *slog.Logger, reg *prometheu
 	// <prefix>:push.
 	guard := &outbound.Guard{AllowPrivate: cfg.AllowPrivateEndpoints}
 	s.Endpoints = outbound.NewEndpoints(rdb, cfg.Prefix, guard)
-	s.Push = pushw.New(rdb, asynq.NewClientFromRedisClient(rdb), s.Inbox, s.Endpoints, log, reg,
-		pushw.Config{Prefix: cfg.Prefix, Schedule: cfg.PushRetry, Guard: guard})
+	s.Push = tasks.New(rdb, asynq.NewClientFromRedisClient(rdb), s.Inbox, s.Endpoints, log, reg,
+		tasks.Config{Prefix: cfg.Prefix, Schedule: cfg.PushRetry, Guard: guard})
 	// Presence, quiet and the rate cap (docs/design.md §6–§7); their digests ride
 	// the push queue.
 	s.Holds = holds.New(rdb, cfg.Prefix)
-	s.Release = pushw.NewReleaser(s.Push, s.Holds, func(ctx context.Context, ws string) (time.Duration, int, error) {
+	s.Release = tasks.NewReleaser(s.Push, s.Holds, func(ctx context.Context, ws string) (time.Duration, int, error) {
 		st, err := s.Sup.Settings(ctx, ws)
 		return time.Duration(st.Rate.Per), st.Rate.Burst, err
 	})
@@ -176,7 +176,7 @@ func New(rdb redis.UniversalClient, cfg Config, log *slog.Logger, reg *prometheu
 	})
 	// Escalation (docs/design.md §8): one timer per recipient on the push queue;
 	// it hooks itself into the pusher's dead letters.
-	s.Escalate = pushw.NewEscalator(s.Push, s.Release, s.Sessions, s.Sup, s.Journal, log, reg)
+	s.Escalate = tasks.NewEscalator(s.Push, s.Release, s.Sessions, s.Sup, s.Journal, log, reg)
 	// The health sweep (docs/design.md §9): the workers run it periodically, the
 	// gateway on GET /v1/health/supervision.
 	s.Health = health.New(health.Deps{Redis: rdb, Journal: s.Journal, Sessions: s.Sessions, Subs: s.Subs, Sup: s.Sup,
@@ -199,7 +199,7 @@ func New(rdb redis.UniversalClient, cfg Config, log *slog.Logger, reg *prometheu
 // whether the deriver's consumers and the router's heartbeat are running.
 func (s *Stack) Workers() (components []func(context.Context) error, ready func() error) {
 	d := derive.New(s.Redis, s.Ingest, s.Tracker, s.Log, s.Metrics, derive.Config{})
-	asynqServer := pushw.NewServer(s.Redis, s.Push, s.Release, s.Log)
+	asynqServer := tasks.NewServer(s.Redis, s.Push, s.Release, s.Log)
 	// Once a minute across all workers (one pass per tick, whoever claims
 	// it): close expired subscriptions, trim the journal and raw deliveries.
 	periodic := schedule.New(s.Redis, s.prefix, processName(), s.Log, s.Metrics)
@@ -219,10 +219,10 @@ func (s *Stack) Workers() (components []func(context.Context) error, ready func(
 	// The health sweep (docs/design.md §9): invariants, repairs, session.stalled
 	// and github.pull_request.stuck.
 	periodic.Every("health", s.healthEvery, s.Health.Pass)
-	asynqServer.Handle(pushw.TypeEscalate, s.Escalate)
+	asynqServer.Handle(tasks.TypeEscalate, s.Escalate)
 	// Scraped, not pushed: they read Redis when Prometheus asks, so they
 	// do not freeze when work stops.
-	s.Metrics.MustRegister(route.NewLagCollector(s.Redis, s.Journal), pushw.NewQueueCollector(s.Redis, s.Push.Queue()))
+	s.Metrics.MustRegister(route.NewLagCollector(s.Redis, s.Journal), tasks.NewQueueCollector(s.Redis, s.Push.Queue()))
 	consumer := route.NewConsumer(s.Redis, s.Journal, s.Router.Handle, s.Log, s.Metrics, route.ConsumerConfig{})
 	components = []func(context.Context) error{
 		d.Run,

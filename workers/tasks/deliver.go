@@ -17,7 +17,7 @@
 // same bytes on every retry) and the secret is read at send time, so the
 // queue and the monitor that shows it hold no event data (docs/design.md
 // §10).
-package push
+package tasks
 
 import (
 	"context"
