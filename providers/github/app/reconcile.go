@@ -207,7 +207,7 @@ func (r *Reconciler) Baseline(ctx context.Context, ws, subject string) error {
 }
 
 func (r *Reconciler) baseline(ctx context.Context, ws, repo string, n int) (string, error) {
-	owner, name, _ := splitRepo(repo)
+	owner, name, _ := SplitRepo(repo)
 	g, err := r.c.Repo(ctx, repo)
 	if err != nil {
 		return "", err
@@ -236,7 +236,7 @@ func (r *Reconciler) baseline(ctx context.Context, ws, repo string, n int) (stri
 // when that fact was journaled already (its webhook came, or an earlier
 // pass).
 func (r *Reconciler) record(ctx context.Context, ws, repo string, pr *gh.PullRequest) (bool, error) {
-	f, err := closedFact(pr, repo)
+	f, err := ClosedFact(pr, repo)
 	if err != nil {
 		return false, err
 	}
@@ -471,7 +471,7 @@ func (r *Reconciler) poll(ctx context.Context, repo string, w *watched, start ti
 		}
 	}
 	lower := since.Add(-r.cfg.Overlap)
-	owner, name, _ := splitRepo(repo)
+	owner, name, _ := SplitRepo(repo)
 	g, err := r.c.Repo(ctx, repo)
 	if err != nil {
 		return err
