@@ -14,6 +14,7 @@ import (
 	"github.com/wakegate/wakegate/providers/event"
 	"github.com/wakegate/wakegate/providers/github"
 	"github.com/wakegate/wakegate/providers/github/app"
+	"github.com/wakegate/wakegate/workers/ghapp"
 )
 
 // GitHubApp is the GitHub App side of a stack (docs/design.md §11, package
@@ -23,8 +24,8 @@ import (
 type GitHubApp struct {
 	Client    *app.Client
 	Required  *app.Required
-	Sweep     *app.Sweeper
-	Reconcile *app.Reconciler
+	Sweep     *ghapp.Sweeper
+	Reconcile *ghapp.Reconciler
 
 	workspaces *github.RepoMap[string]
 	prefix     string
@@ -59,7 +60,7 @@ func newGitHubApp(rdb redis.UniversalClient, cfg Config, configured func(repo st
 	return &GitHubApp{
 		Client:     c,
 		Required:   app.NewRequired(c, configured, log, reg, app.RequiredConfig{}),
-		Sweep:      app.NewSweeper(c, rdb, log, reg, app.SweepConfig{Prefix: cfg.Prefix}),
+		Sweep:      ghapp.NewSweeper(c, rdb, log, reg, ghapp.SweepConfig{Prefix: cfg.Prefix}),
 		workspaces: workspaces,
 		prefix:     cfg.Prefix,
 	}, nil
@@ -67,8 +68,8 @@ func newGitHubApp(rdb redis.UniversalClient, cfg Config, configured func(repo st
 
 // reconciler adds the part that records through the stack's tracker.
 func (g *GitHubApp) reconciler(s *Stack) {
-	g.Reconcile = app.NewReconciler(g.Client, s.Redis, g.workspaces, s.Tracker, s.Journal, s.Subs, s.Log, s.Metrics,
-		app.ReconcileConfig{Prefix: g.prefix})
+	g.Reconcile = ghapp.NewReconciler(g.Client, s.Redis, g.workspaces, s.Tracker, s.Journal, s.Subs, s.Log, s.Metrics,
+		ghapp.ReconcileConfig{Prefix: g.prefix})
 }
 
 // watchingLinker is the tracker's PR ↔ session link that also watches a
@@ -76,7 +77,7 @@ func (g *GitHubApp) reconciler(s *Stack) {
 // the PR ends.
 type watchingLinker struct {
 	*tracker.Tracker
-	recon *app.Reconciler
+	recon *ghapp.Reconciler
 	log   *slog.Logger
 }
 

@@ -34,6 +34,7 @@ import (
 	"github.com/wakegate/wakegate/providers/github"
 	"github.com/wakegate/wakegate/providers/github/app"
 	"github.com/wakegate/wakegate/workers/derive"
+	"github.com/wakegate/wakegate/workers/ghapp"
 	"github.com/wakegate/wakegate/workers/health"
 	"github.com/wakegate/wakegate/workers/route"
 	"github.com/wakegate/wakegate/workers/schedule"
@@ -113,7 +114,7 @@ func New(rdb redis.UniversalClient, cfg Config, log *slog.Logger, reg *prometheu
 		return nil, err
 	}
 	if s.GitHub == nil {
-		app.RegisterOffMetrics(reg) // the alert rules' series, at zero
+		ghapp.RegisterOffMetrics(reg) // the alert rules' series, at zero
 	}
 	if s.GitHub != nil {
 		requiredOf = s.GitHub.Required.Lookup // branch protection ∪ rulesets ∪ configured

@@ -1,4 +1,4 @@
-package app
+package ghapp
 
 import (
 	"github.com/prometheus/client_golang/prometheus"

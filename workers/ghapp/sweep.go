@@ -1,4 +1,4 @@
-package app
+package ghapp
 
 import (
 	"context"
@@ -11,6 +11,8 @@ import (
 	gh "github.com/google/go-github/v66/github"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/redis/go-redis/v9"
+
+	"github.com/wakegate/wakegate/providers/github/app"
 )
 
 // refusedOnPurpose are the answers wakegate's own gateway gives a delivery
@@ -91,7 +93,7 @@ func (c SweepConfig) withDefaults() SweepConfig {
 // Sweeper finds App webhook deliveries that never got through and asks
 // GitHub to redeliver them (notes/github-webhooks.md §2.4).
 type Sweeper struct {
-	c   *Client
+	c   *app.Client
 	rdb redis.UniversalClient
 	k   keys
 	cfg SweepConfig
@@ -100,7 +102,7 @@ type Sweeper struct {
 }
 
 // NewSweeper returns a sweeper; its metrics are registered on reg.
-func NewSweeper(c *Client, rdb redis.UniversalClient, log *slog.Logger, reg prometheus.Registerer, cfg SweepConfig) *Sweeper {
+func NewSweeper(c *app.Client, rdb redis.UniversalClient, log *slog.Logger, reg prometheus.Registerer, cfg SweepConfig) *Sweeper {
 	cfg = cfg.withDefaults()
 	return &Sweeper{c: c, rdb: rdb, k: keys{cfg.Prefix}, cfg: cfg, log: log.With("component", "github_sweep"), m: newSweepMetrics(reg)}
 }

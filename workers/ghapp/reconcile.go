@@ -1,4 +1,4 @@
-package app
+package ghapp
 
 import (
 	"context"
@@ -21,6 +21,7 @@ import (
 	"github.com/wakegate/wakegate/delivery/tracker"
 	"github.com/wakegate/wakegate/providers/event"
 	wgh "github.com/wakegate/wakegate/providers/github"
+	"github.com/wakegate/wakegate/providers/github/app"
 )
 
 // prTracker records facts through the PR tracker (delivery/tracker): its
@@ -94,7 +95,7 @@ func (c ReconcileConfig) withDefaults() ReconcileConfig {
 // subscription is created or a PR is linked, and each pass drops what no
 // longer needs watching.
 type Reconciler struct {
-	c          *Client
+	c          *app.Client
 	rdb        redis.UniversalClient
 	k          keys
 	workspaces *wgh.RepoMap[string]
@@ -108,7 +109,7 @@ type Reconciler struct {
 
 // NewReconciler returns a reconciler recording into tr; workspaces is
 // WAKEGATE_WORKSPACES. Its metrics are registered on reg.
-func NewReconciler(c *Client, rdb redis.UniversalClient, workspaces *wgh.RepoMap[string], tr prTracker, terms terminals,
+func NewReconciler(c *app.Client, rdb redis.UniversalClient, workspaces *wgh.RepoMap[string], tr prTracker, terms terminals,
 	subs subscribers, log *slog.Logger, reg prometheus.Registerer, cfg ReconcileConfig) *Reconciler {
 	cfg = cfg.withDefaults()
 	return &Reconciler{c: c, rdb: rdb, k: keys{cfg.Prefix}, workspaces: workspaces, tr: tr, terms: terms, subs: subs,
@@ -207,7 +208,7 @@ func (r *Reconciler) Baseline(ctx context.Context, ws, subject string) error {
 }
 
 func (r *Reconciler) baseline(ctx context.Context, ws, repo string, n int) (string, error) {
-	owner, name, _ := SplitRepo(repo)
+	owner, name, _ := app.SplitRepo(repo)
 	g, err := r.c.Repo(ctx, repo)
 	if err != nil {
 		return "", err
@@ -236,7 +237,7 @@ func (r *Reconciler) baseline(ctx context.Context, ws, repo string, n int) (stri
 // when that fact was journaled already (its webhook came, or an earlier
 // pass).
 func (r *Reconciler) record(ctx context.Context, ws, repo string, pr *gh.PullRequest) (bool, error) {
-	f, err := ClosedFact(pr, repo)
+	f, err := app.ClosedFact(pr, repo)
 	if err != nil {
 		return false, err
 	}
@@ -471,7 +472,7 @@ func (r *Reconciler) poll(ctx context.Context, repo string, w *watched, start ti
 		}
 	}
 	lower := since.Add(-r.cfg.Overlap)
-	owner, name, _ := SplitRepo(repo)
+	owner, name, _ := app.SplitRepo(repo)
 	g, err := r.c.Repo(ctx, repo)
 	if err != nil {
 		return err
