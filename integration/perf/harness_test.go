@@ -28,8 +28,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/redis/go-redis/v9"
 
-	"github.com/wakegate/wakegate/cmd/wakegate/bench"
-	wgstack "github.com/wakegate/wakegate/cmd/wakegate/stack"
+	"github.com/wakegate/wakegate/bench"
 	"github.com/wakegate/wakegate/delivery/holds"
 	"github.com/wakegate/wakegate/delivery/inbox"
 	"github.com/wakegate/wakegate/delivery/ingest"
@@ -43,6 +42,7 @@ import (
 	"github.com/wakegate/wakegate/providers/agent"
 	"github.com/wakegate/wakegate/providers/event"
 	"github.com/wakegate/wakegate/providers/github"
+	wgstack "github.com/wakegate/wakegate/stack"
 	"github.com/wakegate/wakegate/workers/route"
 	"github.com/wakegate/wakegate/workers/tasks"
 )

@@ -3,7 +3,7 @@
 // (cmd/wakegate/stack) on the test Redis (delivery/redistest) under a
 // fresh prefix, its workers running, and a gateway listening on a
 // loopback port. It is for tests only: it imports the whole server.
-package clienttest
+package stacktest
 
 import (
 	"context"
@@ -18,10 +18,10 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/redis/go-redis/v9"
 
-	"github.com/wakegate/wakegate/cmd/wakegate/stack"
 	"github.com/wakegate/wakegate/delivery/redistest"
 	"github.com/wakegate/wakegate/gateway"
 	"github.com/wakegate/wakegate/providers/agent"
+	"github.com/wakegate/wakegate/stack"
 )
 
 // Secret signs the tokens the gateway accepts.
