@@ -13,7 +13,7 @@ import (
 )
 
 // The GitHub App side (docs/design.md §11): the on-demand missed-delivery sweep
-// and the baseline fetch of a subscribed PR (package providers/github/app).
+// and the baseline fetch of a subscribed PR (package workers/ghapp).
 
 // githubSweeper asks GitHub to redeliver what never got through.
 type githubSweeper interface {

@@ -33,7 +33,7 @@ import (
 
 const rdWebhookSecret = "redeliver-webhook-secret"
 
-// rdEnv is the gateway as serve assembles it (cmd/wakegate/stack) on the
+// rdEnv is the gateway as serve assembles it (package stack) on the
 // test Redis, with or without its workers running.
 type rdEnv struct {
 	t   *testing.T

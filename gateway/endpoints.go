@@ -13,7 +13,7 @@ import (
 	"github.com/wakegate/wakegate/providers/event"
 )
 
-// endpointStore keeps the push endpoints (package delivery/push).
+// endpointStore keeps the push endpoints (package delivery/outbound).
 type endpointStore interface {
 	Put(ctx context.Context, workspace, party string, p outbound.Put) (ep outbound.Endpoint, created, showSecret bool, err error)
 	Get(ctx context.Context, workspace, party string) (*outbound.Endpoint, error)
@@ -21,7 +21,7 @@ type endpointStore interface {
 }
 
 // deadLetters lists and redelivers pushes that never got through
-// (package workers/push).
+// (package workers/tasks).
 type deadLetters interface {
 	DeadLetters(ctx context.Context, limit int) ([]outbound.DeadLetter, int64, error)
 	Redeliver(ctx context.Context, id string) (outbound.DeadLetter, error)

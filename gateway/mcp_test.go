@@ -34,7 +34,7 @@ const mcpSecret = "mcp-test-secret"
 // allScopes are every scope a tool may need but admin.
 const allScopes = "inbox subscribe supervise events:push events:read"
 
-// mcpEnv is a gateway as serve assembles it (cmd/wakegate/stack),
+// mcpEnv is a gateway as serve assembles it (package stack),
 // listening on loopback, with the workers routing what it commits.
 type mcpEnv struct {
 	t      *testing.T

@@ -28,7 +28,7 @@ const (
 	opPassword = "correct horse battery staple"
 )
 
-// operatorEnv is the gateway as serve assembles it (cmd/wakegate/stack),
+// operatorEnv is the gateway as serve assembles it (package stack),
 // so its route list is the binary's.
 func operatorEnv(t *testing.T) (url string, routes gin.RoutesInfo) {
 	t.Helper()

@@ -119,7 +119,7 @@ func (ps *pushStack) settle(t *testing.T) []string {
 // a critical event about a session reaches the human subscriber's
 // endpoint at once, an attention event is not pushed but stays in the
 // human's inbox, and its release is scheduled at the period's end (the
-// digest itself at the end is shown by workers/push
+// digest itself at the end is shown by workers/tasks
 // TestQuietHoursHoldThenOneDigest, on a shifted clock).
 func TestQuietHoursOverHTTP(t *testing.T) {
 	t.Parallel()

@@ -17,8 +17,8 @@ import (
 	"github.com/wakegate/wakegate/workers/ghapp"
 )
 
-// GitHubApp is the GitHub App side of a stack (docs/design.md §11, package
-// providers/github/app): required checks for the tracker, the
+// GitHubApp is the GitHub App side of a stack (docs/design.md §11, packages
+// providers/github/app and workers/ghapp): required checks for the tracker, the
 // missed-delivery sweep and the reconciliation for the workers, the admin
 // route and the baseline fetch for the gateway.
 type GitHubApp struct {

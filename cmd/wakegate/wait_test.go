@@ -225,7 +225,7 @@ func readFixture(t *testing.T, rel string) []byte {
 	return b
 }
 
-// sendWebhook delivers a GitHub webhook signed as clienttest's gateway
+// sendWebhook delivers a GitHub webhook signed as stacktest's gateway
 // expects.
 func sendWebhook(t *testing.T, url, eventType, guid string, body []byte) {
 	t.Helper()

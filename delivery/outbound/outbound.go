@@ -1,4 +1,4 @@
-// Package push keeps what outbound pushes need in Redis and on the wire
+// Package outbound keeps what outbound pushes need in Redis and on the wire
 // (docs/design.md §8): the push endpoint of each (workspace, party) with its
 // signing secret, the SSRF guard that keeps pushes off internal networks,
 // Standard Webhooks signing and verification, the bodies (fixed when a
@@ -6,7 +6,7 @@
 // per-endpoint circuit breaker, and the dead letters of pushes that never
 // got through.
 //
-// Sending, retrying and queueing are package workers/push; this package
+// Sending, retrying and queueing are package workers/tasks; this package
 // holds state and wire formats only. It imports the inbox's entry type and
 // the event contract; it must not import the gateway or the workers.
 //

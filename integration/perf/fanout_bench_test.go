@@ -33,7 +33,7 @@ import (
 // with push endpoints (a local receiver): every signed delivery made
 // within 2 s, the cost per recipient the same at 10 and at 1,000".
 //
-// Each sub-benchmark assembles wakegate with cmd/wakegate/stack as serve
+// Each sub-benchmark assembles wakegate with package stack as serve
 // does — the router with pushes and holds, the Asynq server (64 pushes at
 // once) — on a fresh prefix of a private redis-server (AOF everysec, as
 // production runs it; private so that its CPU is ours alone), with

@@ -157,7 +157,7 @@ func newClient(tb testing.TB, url string) *redis.Client {
 	return rdb
 }
 
-// stack is wakegate assembled by cmd/wakegate/stack (imported as wgstack), as serve assembles
+// stack is wakegate assembled by package stack (imported as wgstack), as serve assembles
 // it, on a fresh key prefix that is deleted at cleanup. Its fields name
 // the parts the benchmarks use.
 type stack struct {

@@ -1,6 +1,6 @@
-// Package clienttest runs a real wakegate for the tests of the client and
-// of the CLI built on it: the stack as serve assembles it
-// (cmd/wakegate/stack) on the test Redis (delivery/redistest) under a
+// Package stacktest runs a real wakegate for the tests of the client
+// (providers/agent/client) and of the CLI built on it: the stack as serve
+// assembles it (package stack) on the test Redis (delivery/redistest) under a
 // fresh prefix, its workers running, and a gateway listening on a
 // loopback port. It is for tests only: it imports the whole server.
 package stacktest

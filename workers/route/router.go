@@ -46,7 +46,7 @@ type Router struct {
 	escalate escalator // nil: no escalation
 }
 
-// escalator keeps the escalation timers (package workers/push, docs/design.md §8):
+// escalator keeps the escalation timers (package workers/tasks, docs/design.md §8):
 // Armed makes sure a recipient's timer runs by its earliest armed due
 // after a delivery armed an entry due at due (zero: not known); idempotent.
 type escalator interface {
@@ -86,7 +86,7 @@ func (r *Router) WithHolds(h holder, rel releaser) *Router {
 }
 
 // pusher enqueues the outbound push of an inbox update that decided a
-// wake, when the party has an endpoint (package workers/push). It must be
+// wake, when the party has an endpoint (package workers/tasks). It must be
 // idempotent on (workspace, party, res.Seq): a re-run of the routing calls
 // it again with the original result.
 type pusher interface {
@@ -94,7 +94,7 @@ type pusher interface {
 }
 
 // prefetcher is a pusher that reads endpoints with what the router reads
-// before it delivers (package workers/push): EnqueueTo is Enqueue with the
+// before it delivers (package workers/tasks): EnqueueTo is Enqueue with the
 // endpoint so read (nil: none).
 type prefetcher interface {
 	QueueEndpoint(ctx context.Context, p redis.Pipeliner, workspace, party string) func() (*outbound.Endpoint, error)
