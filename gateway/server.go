@@ -125,6 +125,7 @@ type Server struct {
 	inflight atomic.Int64
 	bodies   *bodyCounter // unfinished bodies per client address
 	logins   *loginThrottle
+	resolver *ingest.Resolver // lineage and PR claims before a push's commit
 	ready    atomic.Bool
 	stopping chan struct{} // closed when Run begins to stop: long-polls answer at once
 	handler  http.Handler
@@ -180,6 +181,7 @@ func New(cfg Config, deps Deps) (*Server, error) {
 		notifier: journalFanout(deps.Redis, deps.Journal.NotifyChannel(""), deps.Log),
 		bodies:   &bodyCounter{n: map[string]int{}, max: cfg.BodiesPerClient},
 		logins:   newLoginThrottle(cfg.Now),
+		resolver: ingest.NewResolver(deps.Sessions, deps.Linker, cfg.Workspaces),
 	}
 	if deps.Inbox != nil {
 		s.inboxes = inboxFanout(deps.Redis, deps.Inbox, deps.Log)
