@@ -57,12 +57,6 @@ type Config struct {
 	Now              func() time.Time
 }
 
-// linker claims a PR for the session that opened it (package tracker).
-type linker interface {
-	Link(ctx context.Context, workspace, repo string, number int) (string, error)
-	Claim(ctx context.Context, workspace, repo string, number int, session string, now time.Time) (string, error)
-}
-
 // Deps are what the gateway works with.
 type Deps struct {
 	Log      *slog.Logger
@@ -70,7 +64,7 @@ type Deps struct {
 	Journal  *journal.Journal
 	Ingest   *ingest.Store
 	Sessions *sessions.Registry
-	Linker   linker
+	Linker   ingest.Linker // PR claims (package tracker)
 	Verifier *agent.Verifier
 	Subs     *subscriptions.Store
 	Sup      *supervision.Store
