@@ -25,7 +25,7 @@ import (
 )
 
 // Secret signs the tokens the gateway accepts.
-const Secret = "clienttest-secret"
+const Secret = "stacktest-secret"
 
 // Gateway is a running wakegate.
 type Gateway struct {
