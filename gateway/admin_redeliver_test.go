@@ -25,10 +25,10 @@ import (
 	"github.com/wakegate/wakegate/delivery/journal"
 	"github.com/wakegate/wakegate/delivery/redistest"
 	"github.com/wakegate/wakegate/gateway"
+	"github.com/wakegate/wakegate/integration/stack"
 	"github.com/wakegate/wakegate/providers/agent"
 	"github.com/wakegate/wakegate/providers/agent/client"
 	"github.com/wakegate/wakegate/providers/event"
-	"github.com/wakegate/wakegate/stack"
 )
 
 const rdWebhookSecret = "redeliver-webhook-secret"

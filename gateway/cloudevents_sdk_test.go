@@ -18,7 +18,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/wakegate/wakegate/delivery/redistest"
-	"github.com/wakegate/wakegate/stack"
+	"github.com/wakegate/wakegate/integration/stack"
 )
 
 // sdkEnv is the stack as serve assembles it, pushes allowed to loopback,

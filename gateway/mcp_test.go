@@ -25,8 +25,8 @@ import (
 
 	"github.com/wakegate/wakegate/delivery/redistest"
 	"github.com/wakegate/wakegate/gateway"
+	"github.com/wakegate/wakegate/integration/stack"
 	"github.com/wakegate/wakegate/providers/agent"
-	"github.com/wakegate/wakegate/stack"
 )
 
 const mcpSecret = "mcp-test-secret"

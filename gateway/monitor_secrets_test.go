@@ -16,8 +16,8 @@ import (
 
 	"github.com/wakegate/wakegate/delivery/redistest"
 	"github.com/wakegate/wakegate/gateway"
+	"github.com/wakegate/wakegate/integration/stack"
 	"github.com/wakegate/wakegate/providers/agent"
-	"github.com/wakegate/wakegate/stack"
 	"github.com/wakegate/wakegate/workers/tasks"
 )
 

@@ -17,10 +17,10 @@ import (
 
 	"github.com/wakegate/wakegate/delivery/redistest"
 	"github.com/wakegate/wakegate/gateway"
+	"github.com/wakegate/wakegate/integration/stack"
 	"github.com/wakegate/wakegate/providers/agent"
 	"github.com/wakegate/wakegate/providers/github/app"
 	"github.com/wakegate/wakegate/providers/github/app/apptest"
-	"github.com/wakegate/wakegate/stack"
 )
 
 const (

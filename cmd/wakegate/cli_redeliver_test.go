@@ -13,9 +13,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/wakegate/wakegate/integration/stack/stacktest"
 	"github.com/wakegate/wakegate/providers/agent/client"
 	"github.com/wakegate/wakegate/providers/event"
-	"github.com/wakegate/wakegate/stack/stacktest"
 )
 
 // TestRedeliverCommand runs wakegate redeliver against a real gateway: an

@@ -15,9 +15,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/wakegate/wakegate/integration/stack/stacktest"
 	"github.com/wakegate/wakegate/providers/agent/client"
 	"github.com/wakegate/wakegate/providers/event"
-	"github.com/wakegate/wakegate/stack/stacktest"
 )
 
 // TestMain lets a test run this test binary as the wakegate binary

@@ -39,10 +39,10 @@ import (
 	dto "github.com/prometheus/client_model/go"
 	"github.com/redis/go-redis/v9"
 
-	"github.com/wakegate/wakegate/bench"
+	"github.com/wakegate/wakegate/integration/bench"
+	"github.com/wakegate/wakegate/integration/stack"
 	"github.com/wakegate/wakegate/providers/github/app"
 	"github.com/wakegate/wakegate/providers/github/app/apptest"
-	"github.com/wakegate/wakegate/stack"
 )
 
 const deployDir = "../../deployments"

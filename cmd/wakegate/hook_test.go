@@ -14,9 +14,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/wakegate/wakegate/integration/stack/stacktest"
 	"github.com/wakegate/wakegate/providers/agent/client"
 	"github.com/wakegate/wakegate/providers/event"
-	"github.com/wakegate/wakegate/stack/stacktest"
 )
 
 // stateDirs gives each test one hook state directory (the id counters).

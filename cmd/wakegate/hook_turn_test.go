@@ -12,8 +12,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/wakegate/wakegate/integration/stack/stacktest"
 	"github.com/wakegate/wakegate/providers/agent/client"
-	"github.com/wakegate/wakegate/stack/stacktest"
 )
 
 // hookProc runs `wakegate hook args…` as a process (this test binary as

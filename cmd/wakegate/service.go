@@ -27,10 +27,10 @@ import (
 
 	"github.com/wakegate/wakegate/delivery/supervision"
 	"github.com/wakegate/wakegate/gateway"
+	"github.com/wakegate/wakegate/integration/stack"
 	"github.com/wakegate/wakegate/providers/agent"
 	"github.com/wakegate/wakegate/providers/event"
 	"github.com/wakegate/wakegate/providers/github"
-	"github.com/wakegate/wakegate/stack"
 )
 
 // allScopes is what the operator token serve prints carries.

@@ -24,8 +24,8 @@ import (
 	"github.com/wakegate/wakegate/delivery/outbound"
 	"github.com/wakegate/wakegate/delivery/redistest"
 	"github.com/wakegate/wakegate/delivery/subscriptions"
+	wgstack "github.com/wakegate/wakegate/integration/stack"
 	"github.com/wakegate/wakegate/providers/event"
-	wgstack "github.com/wakegate/wakegate/stack"
 	"github.com/wakegate/wakegate/workers/tasks"
 )
 

@@ -28,7 +28,6 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/redis/go-redis/v9"
 
-	"github.com/wakegate/wakegate/bench"
 	"github.com/wakegate/wakegate/delivery/holds"
 	"github.com/wakegate/wakegate/delivery/inbox"
 	"github.com/wakegate/wakegate/delivery/ingest"
@@ -39,10 +38,11 @@ import (
 	"github.com/wakegate/wakegate/delivery/supervision"
 	"github.com/wakegate/wakegate/delivery/tracker"
 	"github.com/wakegate/wakegate/gateway"
+	"github.com/wakegate/wakegate/integration/bench"
+	wgstack "github.com/wakegate/wakegate/integration/stack"
 	"github.com/wakegate/wakegate/providers/agent"
 	"github.com/wakegate/wakegate/providers/event"
 	"github.com/wakegate/wakegate/providers/github"
-	wgstack "github.com/wakegate/wakegate/stack"
 	"github.com/wakegate/wakegate/workers/route"
 	"github.com/wakegate/wakegate/workers/tasks"
 )

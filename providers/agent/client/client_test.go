@@ -16,9 +16,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/wakegate/wakegate/integration/stack/stacktest"
 	"github.com/wakegate/wakegate/providers/agent/client"
 	"github.com/wakegate/wakegate/providers/event"
-	"github.com/wakegate/wakegate/stack/stacktest"
 )
 
 const allScopes = "events:push events:push:any events:read events:read:any inbox subscribe supervise spawn admin"

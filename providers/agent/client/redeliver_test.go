@@ -18,9 +18,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/wakegate/wakegate/integration/stack/stacktest"
 	"github.com/wakegate/wakegate/providers/agent/client"
 	"github.com/wakegate/wakegate/providers/event"
-	"github.com/wakegate/wakegate/stack/stacktest"
 )
 
 // TestRedeliverEventRetryIsIdempotent: an event whose id holds '/' is

@@ -11,7 +11,7 @@ import (
 // cannot reach testdata/github at the repository root); each must stay
 // byte-identical to the fixture it was copied from.
 func TestEmbeddedFixturesMatchTestdata(t *testing.T) {
-	root := filepath.Join("..", "testdata", "github")
+	root := filepath.Join("..", "..", "testdata", "github")
 	for embedded, source := range map[string]string{
 		"check_run.completed.json":                    "octokit/check_run/completed.payload.json",
 		"check_suite.completed.json":                  "octokit/check_suite/completed.payload.json",

@@ -24,10 +24,10 @@ import (
 	"github.com/wakegate/wakegate/delivery/inbox"
 	"github.com/wakegate/wakegate/delivery/redistest"
 	"github.com/wakegate/wakegate/gateway"
+	"github.com/wakegate/wakegate/integration/stack"
 	"github.com/wakegate/wakegate/providers/agent"
 	"github.com/wakegate/wakegate/providers/github/app"
 	"github.com/wakegate/wakegate/providers/github/app/apptest"
-	"github.com/wakegate/wakegate/stack"
 )
 
 // The GitHub App side assembled as serve assembles it — the stack's
@@ -229,7 +229,7 @@ func (e *appEnv) webhook(event, guid string, body []byte) int {
 // closed, merged and updated at at.
 func closedFixture(t *testing.T, at time.Time) []byte {
 	t.Helper()
-	path := filepath.Join("..", "testdata", "github", "derived", "pull_request.closed.merged.json")
+	path := filepath.Join("..", "..", "testdata", "github", "derived", "pull_request.closed.merged.json")
 	raw, err := os.ReadFile(path)
 	if err != nil {
 		t.Fatalf("the GitHub fixture is required: %v", err)

@@ -20,8 +20,8 @@ import (
 
 	"github.com/wakegate/wakegate/delivery/redistest"
 	"github.com/wakegate/wakegate/gateway"
+	"github.com/wakegate/wakegate/integration/stack"
 	"github.com/wakegate/wakegate/providers/agent"
-	"github.com/wakegate/wakegate/stack"
 )
 
 // Secret signs the tokens the gateway accepts.
