@@ -57,12 +57,6 @@ type Config struct {
 	Now              func() time.Time
 }
 
-// linker claims a PR for the session that opened it (package tracker).
-type linker interface {
-	Link(ctx context.Context, workspace, repo string, number int) (string, error)
-	Claim(ctx context.Context, workspace, repo string, number int, session string, now time.Time) (string, error)
-}
-
 // Deps are what the gateway works with.
 type Deps struct {
 	Log      *slog.Logger
@@ -70,7 +64,7 @@ type Deps struct {
 	Journal  *journal.Journal
 	Ingest   *ingest.Store
 	Sessions *sessions.Registry
-	Linker   linker
+	Linker   ingest.Linker // PR claims (package tracker)
 	Verifier *agent.Verifier
 	Subs     *subscriptions.Store
 	Sup      *supervision.Store
@@ -125,6 +119,7 @@ type Server struct {
 	inflight atomic.Int64
 	bodies   *bodyCounter // unfinished bodies per client address
 	logins   *loginThrottle
+	resolver *ingest.Resolver // lineage and PR claims before a push's commit
 	ready    atomic.Bool
 	stopping chan struct{} // closed when Run begins to stop: long-polls answer at once
 	handler  http.Handler
@@ -180,6 +175,7 @@ func New(cfg Config, deps Deps) (*Server, error) {
 		notifier: journalFanout(deps.Redis, deps.Journal.NotifyChannel(""), deps.Log),
 		bodies:   &bodyCounter{n: map[string]int{}, max: cfg.BodiesPerClient},
 		logins:   newLoginThrottle(cfg.Now),
+		resolver: ingest.NewResolver(deps.Sessions, deps.Linker, cfg.Workspaces),
 	}
 	if deps.Inbox != nil {
 		s.inboxes = inboxFanout(deps.Redis, deps.Inbox, deps.Log)

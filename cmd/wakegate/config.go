@@ -11,7 +11,7 @@ import (
 	"github.com/wakegate/wakegate/providers/event"
 	"github.com/wakegate/wakegate/providers/github"
 	"github.com/wakegate/wakegate/providers/github/app"
-	pushw "github.com/wakegate/wakegate/workers/push"
+	"github.com/wakegate/wakegate/workers/tasks"
 )
 
 // config is every setting of docs/design.md §12. Each is an environment variable
@@ -151,8 +151,8 @@ func settings() []setting {
 			c.AllowPrivateEndpoints = b
 			return nil
 		}},
-		{"WAKEGATE_PUSH_RETRY", pushw.DefaultSchedule, "delays between push attempts, each ±20 % jitter", false, func(c *config, v string) error {
-			d, err := pushw.ParseSchedule(v)
+		{"WAKEGATE_PUSH_RETRY", tasks.DefaultSchedule, "delays between push attempts, each ±20 % jitter", false, func(c *config, v string) error {
+			d, err := tasks.ParseSchedule(v)
 			c.PushRetry = d
 			return err
 		}},

@@ -39,8 +39,8 @@ import (
 	dto "github.com/prometheus/client_model/go"
 	"github.com/redis/go-redis/v9"
 
-	"github.com/wakegate/wakegate/cmd/wakegate/bench"
-	"github.com/wakegate/wakegate/cmd/wakegate/stack"
+	"github.com/wakegate/wakegate/integration/bench"
+	"github.com/wakegate/wakegate/integration/stack"
 	"github.com/wakegate/wakegate/providers/github/app"
 	"github.com/wakegate/wakegate/providers/github/app/apptest"
 )
