@@ -120,17 +120,22 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 // record waits for a peer's relay (docs/design.md §9).
 func (d *Deriver) Run(ctx context.Context) error {
 	backoff := newBackoff()
-	for s := 0; s < d.store.Shards(); s++ {
-		if err := d.ensureGroup(ctx, s); err != nil {
-			if ctx.Err() != nil {
-				return nil
-			}
+	for s := 0; s < d.store.Shards() && ctx.Err() == nil; {
+		err := d.ensureGroup(ctx, s)
+		if err == nil {
+			s++
+			continue
+		}
+		if ctx.Err() == nil {
 			// Redis is away (a start before it is up): wait for it.
 			d.log.Warn("create consumer group; will retry", "err", err)
 			backoff.wait(ctx)
-			s--
-			continue
 		}
+	}
+	select {
+	case <-ctx.Done():
+		return nil // stopped before the groups were there: nothing was read
+	default:
 	}
 	var wg sync.WaitGroup
 	for s := range d.store.Shards() {
