@@ -298,10 +298,17 @@ func mayHear(s *snapshot, e *event.Event) []string {
 	for _, c := range candidates(s, e) {
 		add(c)
 	}
-	if f := s.settings.Fallback; f != nil {
-		add(f.Party)
+	if f := s.settings.Fallback; f != nil && needsSomeone(e) {
+		add(f.Party) // decide names the fallback for no other event
 	}
 	return out
+}
+
+// needsSomeone reports whether e must reach someone, the fallback if
+// no one else (docs/design.md §5): an event about a session of attention or
+// more.
+func needsSomeone(e *event.Event) bool {
+	return strings.HasPrefix(e.Subject, "session:") && e.Priority.Rank() >= event.Attention.Rank()
 }
 
 // decide applies the rules of docs/design.md §5 to one event and what gather read
@@ -354,7 +361,7 @@ func decide(s *snapshot, e *event.Event) decision {
 			delete(to, self)
 		}
 	}
-	needsSomeone := strings.HasPrefix(e.Subject, "session:") && e.Priority.Rank() >= event.Attention.Rank()
+	needsSomeone := needsSomeone(e)
 	if len(to) == 0 && needsSomeone {
 		if f := s.settings.Fallback; !message && f != nil && f.Party != "" && f.Party != causer(e) {
 			to[f.Party] = recipient{via: inbox.ViaFallback}
@@ -377,6 +384,10 @@ func (r *Router) gather(ctx context.Context, e *event.Event, now time.Time) (*sn
 
 	p := r.rdb.Pipeline()
 	settings, ok := b.settingsFor(e.Workspace)
+	if !ok {
+		b.prefetchSettings(ctx, r.rdb, r.sup)
+		settings, ok = b.settingsFor(e.Workspace)
+	}
 	var readSettings func() (supervision.Settings, error)
 	if !ok {
 		readSettings = r.sup.QueueSettings(ctx, p, e.Workspace)
