@@ -600,6 +600,16 @@ func (r *Router) deliverAll(ctx context.Context, shard int, e *event.Event, to m
 		maps.Copy(states, more)
 	}
 	snapshot, _ := json.Marshal(settings)
+	// e's JSON and its held item's tail are the same for every party: built
+	// once here, not once per party (an error is met by each delivery,
+	// which then builds its own).
+	var eventJSON, tail string
+	if b, err := json.Marshal(e); err == nil {
+		eventJSON = string(b)
+		if r.holds != nil && r.push != nil {
+			tail, _ = holds.ItemTail(e, now, eventJSON)
+		}
+	}
 	seqs := make([]int64, len(parties))
 	err := each(ctx, len(parties), recipientParallel, func(ctx context.Context, i int) error {
 		party, rc, st := parties[i], to[parties[i]], states[parties[i]]
@@ -607,7 +617,7 @@ func (r *Router) deliverAll(ctx context.Context, shard int, e *event.Event, to m
 		if r.escalate != nil && escalate.Eligible(rc.via, rc.mode, rc.controller, e.Priority) {
 			escalateAt = now.Add(time.Duration(settings.EscalateAfter))
 		}
-		d := inbox.Delivery{Workspace: e.Workspace, Party: party, Event: e, Via: rc.via,
+		d := inbox.Delivery{Workspace: e.Workspace, Party: party, Event: e, EventJSON: eventJSON, Via: rc.via,
 			Mode: rc.mode, Waiter: rc.waiter, Attended: st.Presence.Attended(now), Settings: snapshot, EscalateAt: escalateAt,
 			Redelivery: rc.redelivered != nil}
 		var res inbox.Result
@@ -616,7 +626,7 @@ func (r *Router) deliverAll(ctx context.Context, shard int, e *event.Event, to m
 		if r.holds != nil && r.push != nil {
 			var dec holds.Decision
 			res, dec, err = r.holds.DeliverAndDecide(ctx, r.box, d, holds.Request{Workspace: e.Workspace, Party: party,
-				Event: e, Waiter: rc.waiter, Settings: settings, Presence: st.Presence, Quiet: &st.Quiet, Now: now})
+				Event: e, Waiter: rc.waiter, Settings: settings, Presence: st.Presence, Quiet: &st.Quiet, Now: now, ItemTail: tail})
 			hold = &dec
 		} else {
 			res, err = r.box.Deliver(ctx, d, now)
