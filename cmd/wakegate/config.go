@@ -52,6 +52,7 @@ type config struct {
 	OperatorPassword      string
 	MaxSubscriptions      int
 	PushRetry             []time.Duration
+	PushQueues            int
 }
 
 // setting describes one variable for parsing and for --help.
@@ -155,6 +156,14 @@ func settings() []setting {
 			d, err := pushw.ParseSchedule(v)
 			c.PushRetry = d
 			return err
+		}},
+		{"WAKEGATE_PUSH_QUEUES", strconv.Itoa(pushw.DefaultQueues), "Asynq queues the push, hold-release and escalation tasks are spread over, by recipient (each is one Redis Cluster slot)", false, func(c *config, v string) error {
+			n, err := strconv.Atoi(v)
+			if err != nil || n <= 0 || n > pushw.MaxQueues {
+				return fmt.Errorf("want an integer from 1 to %d", pushw.MaxQueues)
+			}
+			c.PushQueues = n
+			return nil
 		}},
 	}
 }

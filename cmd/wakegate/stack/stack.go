@@ -51,6 +51,7 @@ type Config struct {
 	ReadySettle    time.Duration // WAKEGATE_READY_SETTLE
 	SessionTTL     time.Duration // WAKEGATE_SESSION_TTL
 	PushRetry      []time.Duration
+	PushQueues     int // WAKEGATE_PUSH_QUEUES
 	// AllowPrivateEndpoints lets pushes reach loopback and private
 	// networks (WAKEGATE_ALLOW_PRIVATE_ENDPOINTS).
 	AllowPrivateEndpoints bool
@@ -135,12 +136,12 @@ func New(rdb redis.UniversalClient, cfg Config, log *slog.Logger, reg *prometheu
 		return err == nil && p.Liveness == sessions.Dead, err
 	})
 	s.Inbox = inbox.New(rdb, inbox.Config{Prefix: cfg.Prefix, Retention: cfg.Retention})
-	// Pushes (docs/design.md §8) ride Asynq on the same Redis, in the queue
-	// <prefix>:push.
+	// Pushes (docs/design.md §8) ride Asynq on the same Redis, in the
+	// queues <prefix>:push and <prefix>:push:<k>, by recipient.
 	guard := &dpush.Guard{AllowPrivate: cfg.AllowPrivateEndpoints}
 	s.Endpoints = dpush.NewEndpoints(rdb, cfg.Prefix, guard)
 	s.Push = pushw.New(rdb, asynq.NewClientFromRedisClient(rdb), s.Inbox, s.Endpoints, log, reg,
-		pushw.Config{Prefix: cfg.Prefix, Schedule: cfg.PushRetry, Guard: guard})
+		pushw.Config{Prefix: cfg.Prefix, Schedule: cfg.PushRetry, Guard: guard, Queues: cfg.PushQueues})
 	// Presence, quiet and the rate cap (docs/design.md §6–§7); their digests ride
 	// the push queue.
 	s.Holds = holds.New(rdb, cfg.Prefix)
@@ -222,7 +223,7 @@ func (s *Stack) Workers() (components []func(context.Context) error, ready func(
 	asynqServer.Handle(pushw.TypeEscalate, s.Escalate)
 	// Scraped, not pushed: they read Redis when Prometheus asks, so they
 	// do not freeze when work stops.
-	s.Metrics.MustRegister(route.NewLagCollector(s.Redis, s.Journal), pushw.NewQueueCollector(s.Redis, s.Push.Queue()))
+	s.Metrics.MustRegister(route.NewLagCollector(s.Redis, s.Journal), pushw.NewQueueCollector(s.Redis, s.Push))
 	consumer := route.NewConsumer(s.Redis, s.Journal, s.Router.Handle, s.Log, s.Metrics, route.ConsumerConfig{})
 	components = []func(context.Context) error{
 		d.Run,
