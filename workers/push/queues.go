@@ -67,6 +67,11 @@ func QueueIndex(n int, workspace, party string) int {
 	return int(h.Sum32() % uint32(n))
 }
 
+// QueueFor is the name of a recipient's queue of n.
+func QueueFor(prefix string, n int, workspace, party string) string {
+	return QueueName(prefix, QueueIndex(n, workspace, party))
+}
+
 // isPushQueue reports whether name is one of prefix's push queues, of
 // whatever count: `<prefix>:push` or `<prefix>:push:<k>`.
 func isPushQueue(prefix, name string) bool {
