@@ -33,7 +33,7 @@ type Options struct {
 	// RedisCluster starts a private three-node Redis Cluster instead
 	// (fleet reports each node's share of Redis CPU).
 	RedisCluster bool
-	Binary   string // the wakegate binary to start (default: this one)
+	Binary       string // the wakegate binary to start (default: this one)
 	// ProfileDir, when set, receives a CPU profile of every process, the
 	// load generator's own included (bench.pprof).
 	ProfileDir string

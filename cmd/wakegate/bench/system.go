@@ -39,7 +39,7 @@ type SystemConfig struct {
 	// (each node with AOF everysec).
 	RedisCluster bool
 	Gateways     int
-	Workers  int
+	Workers      int
 	// Env is added to every process's environment (WAKEGATE_…=…).
 	Env []string
 	// ProfileDir, when set, receives a CPU profile of each process.
