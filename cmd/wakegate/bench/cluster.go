@@ -121,19 +121,20 @@ func portFree(port int) bool {
 	return true
 }
 
-// NodeStats is one Redis node's counters: CPU (used_cpu_sys+user) and
-// the microseconds spent per command (INFO commandstats).
+// NodeStats is one Redis node's counters: CPU (used_cpu_sys+user), the
+// time spent per command (INFO commandstats) and its used_memory.
 type NodeStats struct {
 	Addr     string
 	CPU      time.Duration
 	Commands map[string]time.Duration
+	Memory   int64
 }
 
 // RedisNodes reads every master's counters: each node of a cluster, or
 // the one server.
 func RedisNodes(ctx context.Context, rdb redis.UniversalClient) ([]NodeStats, error) {
 	read := func(ctx context.Context, c *redis.Client) (NodeStats, error) {
-		info, err := c.Info(ctx, "cpu", "commandstats").Result()
+		info, err := c.Info(ctx, "cpu", "commandstats", "memory").Result()
 		if err != nil {
 			return NodeStats{}, err
 		}
@@ -144,6 +145,8 @@ func RedisNodes(ctx context.Context, rdb redis.UniversalClient) ([]NodeStats, er
 				continue
 			}
 			switch {
+			case k == "used_memory":
+				n.Memory, _ = strconv.ParseInt(v, 10, 64)
 			case k == "used_cpu_sys" || k == "used_cpu_user":
 				f, _ := strconv.ParseFloat(v, 64)
 				n.CPU += time.Duration(f * float64(time.Second))
@@ -217,8 +220,9 @@ func nodeShares(before, after []NodeStats) (lines []string, busiest float64) {
 		for _, c := range cmds[:min(len(cmds), 5)] {
 			top = append(top, fmt.Sprintf("%s %.0f%%", c.name, 100*float64(c.d)/float64(all)))
 		}
-		lines = append(lines, fmt.Sprintf("%s: %.1f%% of Redis CPU (%s); command time: %s", n.Addr, 100*share,
-			cpu.Round(10*time.Millisecond), strings.Join(top, ", ")))
+		lines = append(lines, fmt.Sprintf("%s: %.1f%% of Redis CPU (%s), used_memory %.1f MB (%+.1f MB); command time: %s",
+			n.Addr, 100*share, cpu.Round(10*time.Millisecond), float64(n.Memory)/1e6, float64(n.Memory-prev[n.Addr].Memory)/1e6,
+			strings.Join(top, ", ")))
 	}
 	return lines, busiest
 }
