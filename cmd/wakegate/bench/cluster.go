@@ -248,7 +248,7 @@ const maxNodeShare = 0.45
 // nodeRows reports, on the private cluster, each node's share of Redis
 // CPU during the measured load (with its busiest commands) and, as a row
 // against its target, the busiest node's.
-func nodeRows(ctx context.Context, r *runner, sys *System, before []NodeStats, err error) {
+func nodeRows(ctx context.Context, r *runner, sys *System, what string, before []NodeStats, err error) {
 	var after []NodeStats
 	if err == nil {
 		after, err = RedisNodes(ctx, sys.Redis)
@@ -259,8 +259,8 @@ func nodeRows(ctx context.Context, r *runner, sys *System, before []NodeStats, e
 	}
 	lines, busiest := nodeShares(before, after)
 	for _, l := range lines {
-		r.note("Redis Cluster node %s", l)
+		r.note("%s: Redis Cluster node %s", what, l)
 	}
-	r.rep.row("busiest Redis Cluster node's share of Redis CPU (3 nodes; ≤ 45 %)", 100*busiest, "%", 0, 0,
+	r.rep.row(what+": busiest Redis Cluster node's share of Redis CPU (3 nodes; ≤ 45 %)", 100*busiest, "%", 0, 0,
 		verdict(busiest <= maxNodeShare))
 }

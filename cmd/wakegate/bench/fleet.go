@@ -67,7 +67,7 @@ func runFleet(ctx context.Context, r *runner, during func(ctx context.Context, s
 	stopBursts()
 	<-burstsDone
 	if sys.Cluster {
-		nodeRows(ctx, r, sys, nodes0, nodesErr)
+		nodeRows(ctx, r, sys, "fleet", nodes0, nodesErr)
 	}
 	worst := lags()
 	stop()
