@@ -28,8 +28,11 @@ func TestQueueNames(t *testing.T) {
 			t.Errorf("isPushQueue(wg, %q) = %v", name, !want)
 		}
 	}
-	if QueueIndex(1, ws, "human:a") != 0 || QueueIndex(8, ws, "human:a") != QueueIndex(8, ws, "human:a") {
-		t.Fatal("QueueIndex is not stable")
+	// Pinned: a recipient's queue must not move between versions (its
+	// task ids deduplicate within it).
+	if QueueIndex(1, ws, "human:a") != 0 || QueueIndex(8, ws, "human:a") != 3 || QueueIndex(8, ws, "session:w1") != 3 ||
+		QueueIndex(16, "default", "human:ops") != 13 {
+		t.Fatal("QueueIndex changed: recipients' tasks would move to other queues across an upgrade")
 	}
 }
 

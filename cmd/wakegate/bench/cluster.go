@@ -70,7 +70,10 @@ func (s *System) startRedisCluster(ctx context.Context) error {
 			}
 			if time.Now().After(deadline) {
 				_ = c.Close()
-				return fmt.Errorf("redis cluster node %s not ok within 20s: %v", a, err)
+				if err != nil {
+					return fmt.Errorf("redis cluster node %s not ok within 20s: %w", a, err)
+				}
+				return fmt.Errorf("redis cluster node %s not ok within 20s: %s", a, info)
 			}
 			time.Sleep(50 * time.Millisecond)
 		}
