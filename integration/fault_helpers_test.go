@@ -32,7 +32,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/wakegate/wakegate/delivery/ingest"
-	dpush "github.com/wakegate/wakegate/delivery/push"
+	"github.com/wakegate/wakegate/delivery/outbound"
 	"github.com/wakegate/wakegate/delivery/redistest"
 	"github.com/wakegate/wakegate/workers/route"
 )
@@ -710,7 +710,7 @@ func checkPushed(t *testing.T, s *stack, l *faultLoad, fc faultChecks) {
 		if q.verifyErr != nil {
 			t.Errorf("push %s: signature check failed: %v", q.webhookID, q.verifyErr)
 		}
-		if want := dpush.WebhookID(s.prefix, fc.ws, fc.controller, q.seq); q.webhookID != want {
+		if want := outbound.WebhookID(s.prefix, fc.ws, fc.controller, q.seq); q.webhookID != want {
 			t.Errorf("push of %s at seq %d has webhook-id %s, want %s", q.eventID, q.seq, q.webhookID, want)
 		}
 		if idsOf[q.eventID] == nil {

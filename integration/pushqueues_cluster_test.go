@@ -16,11 +16,11 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/redis/go-redis/v9"
 
-	wgstack "github.com/wakegate/wakegate/cmd/wakegate/stack"
 	"github.com/wakegate/wakegate/delivery/holds"
 	"github.com/wakegate/wakegate/delivery/inbox"
-	dpush "github.com/wakegate/wakegate/delivery/push"
-	pushw "github.com/wakegate/wakegate/workers/push"
+	"github.com/wakegate/wakegate/delivery/outbound"
+	wgstack "github.com/wakegate/wakegate/integration/stack"
+	"github.com/wakegate/wakegate/workers/tasks"
 )
 
 // TestPushQueuesSpreadOnCluster (docs/design.md §14): on a three-node
@@ -40,12 +40,12 @@ func TestPushQueuesSpreadOnCluster(t *testing.T) {
 	const prefix, ws, n = "wgq", "default", 48
 	ctx := context.Background()
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
-	guard := &dpush.Guard{AllowPrivate: true}
-	endpoints := dpush.NewEndpoints(rdb, prefix, guard)
-	p := pushw.New(rdb, asynq.NewClientFromRedisClient(rdb), inbox.New(rdb, inbox.Config{Prefix: prefix}), endpoints, log,
-		prometheus.NewRegistry(), pushw.Config{Prefix: prefix, Guard: guard})
+	guard := &outbound.Guard{AllowPrivate: true}
+	endpoints := outbound.NewEndpoints(rdb, prefix, guard)
+	p := tasks.New(rdb, asynq.NewClientFromRedisClient(rdb), inbox.New(rdb, inbox.Config{Prefix: prefix}), endpoints, log,
+		prometheus.NewRegistry(), tasks.Config{Prefix: prefix, Guard: guard})
 	h := holds.New(rdb, prefix)
-	rel := pushw.NewReleaser(p, h, nil)
+	rel := tasks.NewReleaser(p, h, nil)
 
 	var mu sync.Mutex
 	got := map[string]bool{}
@@ -57,16 +57,16 @@ func TestPushQueuesSpreadOnCluster(t *testing.T) {
 	t.Cleanup(recv.Close)
 	srvCtx, stop := context.WithCancel(ctx)
 	done := make(chan error, 1)
-	go func() { done <- pushw.NewServer(rdb, p, rel, log).Run(srvCtx) }()
+	go func() { done <- tasks.NewServer(rdb, p, rel, log).Run(srvCtx) }()
 	t.Cleanup(func() { stop(); <-done })
 
 	var ids []string
 	for i := range n {
 		party := fmt.Sprintf("human:c%d", i)
-		if _, _, _, err := endpoints.Put(ctx, ws, party, dpush.Put{URL: recv.URL + "/hook"}); err != nil {
+		if _, _, _, err := endpoints.Put(ctx, ws, party, outbound.Put{URL: recv.URL + "/hook"}); err != nil {
 			t.Fatal(err)
 		}
-		id := pushw.DigestWebhookID(prefix, ws, party, "test", "1")
+		id := tasks.DigestWebhookID(prefix, ws, party, "test", "1")
 		if _, err := p.EnqueueDigest(ctx, ws, party, id, "held", []inbox.Entry{}); err != nil {
 			t.Fatal(err)
 		}

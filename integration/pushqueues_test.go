@@ -5,16 +5,16 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/wakegate/wakegate/delivery/redistest"
-	pushw "github.com/wakegate/wakegate/workers/push"
+	"github.com/wakegate/wakegate/workers/tasks"
 )
 
 // pushQueues are the Asynq queues of a stack's pushes, hold releases and
 // escalation timers, at the default WAKEGATE_PUSH_QUEUES.
-func pushQueues(prefix string) []string { return pushw.Queues(prefix, pushw.DefaultQueues) }
+func pushQueues(prefix string) []string { return tasks.Queues(prefix, tasks.DefaultQueues) }
 
 // pushQueueOf is the queue of one recipient's tasks.
 func pushQueueOf(prefix, ws, party string) string {
-	return pushw.QueueFor(prefix, pushw.DefaultQueues, ws, party)
+	return tasks.QueueFor(prefix, tasks.DefaultQueues, ws, party)
 }
 
 // dropPushQueues deletes a stack's push queues, their tasks and the stats

@@ -1,0 +1,63 @@
+package ghapp
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"fmt"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/wakegate/wakegate/providers/kind"
+)
+
+// Keys, all under WAKEGATE_REDIS_PREFIX. No script or transaction spans
+// two of them, so they need no shared hash tag.
+type keys struct{ p string }
+
+func (k keys) sweepWatermark() string { return k.p + ":ghapp:sweep:watermark" } // string: unix ms
+func (k keys) sweepLock() string      { return k.p + ":ghapp:sweep:lock" }      // lease: one sweep at a time
+func (k keys) redelivered(guid string) string {
+	return k.p + ":ghapp:redelivered:" + guid // string: when wakegate asked GitHub to redeliver guid
+}
+func (k keys) watch() string          { return k.p + ":ghapp:watch" }           // zset: "<ws>\t<repo>\t<n|*>" → ms first watched
+func (k keys) reconcileSince() string { return k.p + ":ghapp:reconcile:since" } // hash: repo → ms of the last tick that covered it
+func (k keys) baseline(repo string, n int) string {
+	return fmt.Sprintf("%s:ghapp:baseline:%s#%d", k.p, repo, n) // string: the PR was fetched as a baseline
+}
+
+// ErrBusy is returned when another sweep holds the lease.
+var ErrBusy = kind.New(kind.Conflict, "github app: a sweep is already running")
+
+// lease is a Redis lease taken with SET NX PX under a random token.
+type lease struct {
+	rdb   redis.UniversalClient
+	key   string
+	token string
+}
+
+// acquire takes key for ttl; ok is false when someone else holds it.
+func acquire(ctx context.Context, rdb redis.UniversalClient, key string, ttl time.Duration) (*lease, bool, error) {
+	var b [12]byte
+	_, _ = rand.Read(b[:])
+	l := &lease{rdb: rdb, key: key, token: hex.EncodeToString(b[:])}
+	ok, err := rdb.SetNX(ctx, key, l.token, ttl).Result()
+	if err != nil {
+		return nil, false, fmt.Errorf("lease %s: %w", key, err)
+	}
+	return l, ok, nil
+}
+
+// releaseScript deletes a lease only while it still holds the caller's
+// token, so a lease that expired and was taken over is left alone.
+//
+// KEYS[1] = the lease; ARGV[1] = the token. Returns 1 if deleted.
+var releaseScript = redis.NewScript(`
+if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end
+return 0
+`)
+
+func (l *lease) release(ctx context.Context) error {
+	return releaseScript.Run(ctx, l.rdb, []string{l.key}, l.token).Err()
+}
