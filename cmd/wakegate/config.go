@@ -51,7 +51,9 @@ type config struct {
 	AllowPrivateEndpoints bool
 	OperatorPassword      string
 	MaxSubscriptions      int
+	WorkerID              string
 	PushRetry             []time.Duration
+	PushQueues            int
 }
 
 // setting describes one variable for parsing and for --help.
@@ -78,6 +80,7 @@ func settings() []setting {
 	return []setting{
 		{"WAKEGATE_ADDR", ":8080", "HTTP listen address of the gateway (and of serve)", false, str(func(c *config) *string { return &c.Addr })},
 		{"WAKEGATE_WORKER_ADDR", ":9091", "listen address of a worker's /healthz, /readyz and /metrics", false, str(func(c *config) *string { return &c.WorkerAddr })},
+		{"WAKEGATE_WORKER_ID", "", "this worker's identity among the route consumers, kept across restarts so a restarted worker reclaims its shards at once; empty: the host name (a pod's name), with a suffix when another live process on the host holds it", false, str(func(c *config) *string { return &c.WorkerID })},
 		{"WAKEGATE_REDIS_URL", "", "redis://, rediss://, redis+sentinel://…?master_name= or redis+cluster:// URL; empty: serve embeds an in-memory Redis, gateway and worker refuse to start", true, str(func(c *config) *string { return &c.RedisURL })},
 		{"WAKEGATE_REDIS_PREFIX", "wg", "prefix of every Redis key and channel", false, str(func(c *config) *string { return &c.RedisPrefix })},
 		{"WAKEGATE_INGEST_LIMITS", "workspace=5000/s,token=1000/s", "ingest rate limits per gateway process", false, str(func(c *config) *string { return &c.IngestLimits })},
@@ -155,6 +158,14 @@ func settings() []setting {
 			d, err := tasks.ParseSchedule(v)
 			c.PushRetry = d
 			return err
+		}},
+		{"WAKEGATE_PUSH_QUEUES", strconv.Itoa(tasks.DefaultQueues), "Asynq queues the push, hold-release and escalation tasks are spread over, by recipient (each is one Redis Cluster slot)", false, func(c *config, v string) error {
+			n, err := strconv.Atoi(v)
+			if err != nil || n <= 0 || n > tasks.MaxQueues {
+				return fmt.Errorf("want an integer from 1 to %d", tasks.MaxQueues)
+			}
+			c.PushQueues = n
+			return nil
 		}},
 	}
 }

@@ -199,7 +199,7 @@ func assemble(t *testing.T, p process) assembled {
 	st, err := stack.New(rdb, stack.Config{
 		Prefix: cfg.RedisPrefix, Shards: cfg.Shards, Retention: cfg.Retention, JournalMaxLen: cfg.JournalMaxLen,
 		RequiredChecks: cfg.RequiredChecks, ReadySettle: cfg.ReadySettle, SessionTTL: cfg.SessionTTL,
-		PushRetry: cfg.PushRetry, AllowPrivateEndpoints: cfg.AllowPrivateEndpoints,
+		PushRetry: cfg.PushRetry, PushQueues: cfg.PushQueues, AllowPrivateEndpoints: cfg.AllowPrivateEndpoints,
 		Workspaces: cfg.Workspaces, GitHubApp: cfg.gitHubApp(),
 	}, slog.New(slog.DiscardHandler), reg)
 	if err != nil {
@@ -227,7 +227,7 @@ func assemble(t *testing.T, p process) assembled {
 		_ = ln.Close()
 		ctx, cancel := context.WithCancel(context.Background())
 		done := make(chan error, 1)
-		go func() { done <- serveAdmin(ctx, addr, rdb, reg, ready, slog.New(slog.DiscardHandler)) }()
+		go func() { done <- serveAdmin(ctx, ctx.Done(), addr, rdb, reg, ready, slog.New(slog.DiscardHandler)) }()
 		t.Cleanup(func() { cancel(); <-done })
 		a.handler = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			var resp *http.Response

@@ -52,6 +52,7 @@ type Config struct {
 	ReadySettle    time.Duration // WAKEGATE_READY_SETTLE
 	SessionTTL     time.Duration // WAKEGATE_SESSION_TTL
 	PushRetry      []time.Duration
+	PushQueues     int // WAKEGATE_PUSH_QUEUES
 	// AllowPrivateEndpoints lets pushes reach loopback and private
 	// networks (WAKEGATE_ALLOW_PRIVATE_ENDPOINTS).
 	AllowPrivateEndpoints bool
@@ -66,6 +67,9 @@ type Config struct {
 	// MaxSubscriptions caps the live subscriptions of one party
 	// (WAKEGATE_MAX_SUBSCRIPTIONS; default 1,000).
 	MaxSubscriptions int
+	// WorkerID is this worker's identity among the route consumers
+	// (WAKEGATE_WORKER_ID; default: the host name, docs/design.md §9).
+	WorkerID string
 }
 
 // Stack is wakegate's state on one Redis and the parts that work on it.
@@ -94,6 +98,7 @@ type Stack struct {
 	Router *route.Router
 
 	healthEvery time.Duration // WAKEGATE_HEALTH_EVERY
+	workerID    string        // WAKEGATE_WORKER_ID
 	dashboard   dashboard.Config
 }
 
@@ -103,7 +108,7 @@ func New(rdb redis.UniversalClient, cfg Config, log *slog.Logger, reg *prometheu
 	if err != nil {
 		return nil, err
 	}
-	s := &Stack{Redis: rdb, Log: log, Metrics: reg, prefix: cfg.Prefix}
+	s := &Stack{Redis: rdb, Log: log, Metrics: reg, prefix: cfg.Prefix, workerID: cfg.WorkerID}
 	reg.MustRegister(redisUp(rdb))
 	configured := func(repo string) []string {
 		names, _ := required.Lookup(repo)
@@ -136,12 +141,12 @@ func New(rdb redis.UniversalClient, cfg Config, log *slog.Logger, reg *prometheu
 		return err == nil && p.Liveness == sessions.Dead, err
 	})
 	s.Inbox = inbox.New(rdb, inbox.Config{Prefix: cfg.Prefix, Retention: cfg.Retention})
-	// Pushes (docs/design.md §8) ride Asynq on the same Redis, in the queue
-	// <prefix>:push.
+	// Pushes (docs/design.md §8) ride Asynq on the same Redis, in the
+	// queues <prefix>:push and <prefix>:push:<k>, by recipient.
 	guard := &outbound.Guard{AllowPrivate: cfg.AllowPrivateEndpoints}
 	s.Endpoints = outbound.NewEndpoints(rdb, cfg.Prefix, guard)
 	s.Push = tasks.New(rdb, asynq.NewClientFromRedisClient(rdb), s.Inbox, s.Endpoints, log, reg,
-		tasks.Config{Prefix: cfg.Prefix, Schedule: cfg.PushRetry, Guard: guard})
+		tasks.Config{Prefix: cfg.Prefix, Schedule: cfg.PushRetry, Guard: guard, Queues: cfg.PushQueues})
 	// Presence, quiet and the rate cap (docs/design.md §6–§7); their digests ride
 	// the push queue.
 	s.Holds = holds.New(rdb, cfg.Prefix)
@@ -198,7 +203,18 @@ func New(rdb redis.UniversalClient, cfg Config, log *slog.Logger, reg *prometheu
 // once-a-minute subscription sweep and trims, and the Asynq server of the
 // push queue (pushes, hold releases, escalation timers). ready reports
 // whether the deriver's consumers and the router's heartbeat are running.
+// Run them with Run for an ordered stop (WorkerComponents).
 func (s *Stack) Workers() (components []func(context.Context) error, ready func() error) {
+	named, ready := s.WorkerComponents()
+	for _, c := range named {
+		components = append(components, c.Run)
+	}
+	return components, ready
+}
+
+// WorkerComponents is Workers, each part named and staged for Run: the
+// consumers stop before the queue they feed (docs/design.md §11).
+func (s *Stack) WorkerComponents() (components []Component, ready func() error) {
 	d := derive.New(s.Redis, s.Ingest, s.Tracker, s.Log, s.Metrics, derive.Config{})
 	asynqServer := tasks.NewServer(s.Redis, s.Push, s.Release, s.Log)
 	// Once a minute across all workers (one pass per tick, whoever claims
@@ -223,14 +239,14 @@ func (s *Stack) Workers() (components []func(context.Context) error, ready func(
 	asynqServer.Handle(tasks.TypeEscalate, s.Escalate)
 	// Scraped, not pushed: they read Redis when Prometheus asks, so they
 	// do not freeze when work stops.
-	s.Metrics.MustRegister(route.NewLagCollector(s.Redis, s.Journal), tasks.NewQueueCollector(s.Redis, s.Push.Queue()))
-	consumer := route.NewConsumer(s.Redis, s.Journal, s.Router.Handle, s.Log, s.Metrics, route.ConsumerConfig{})
-	components = []func(context.Context) error{
-		d.Run,
-		consumer.Run,
-		s.Tracker.RunSettler,
-		periodic.Run,
-		asynqServer.Run,
+	s.Metrics.MustRegister(route.NewLagCollector(s.Redis, s.Journal), tasks.NewQueueCollector(s.Redis, s.Push))
+	consumer := route.NewConsumer(s.Redis, s.Journal, s.Router.Handle, s.Log, s.Metrics, route.ConsumerConfig{WorkerID: s.workerID})
+	components = []Component{
+		{"derive", StageConsumers, d.Run},
+		{"route", StageConsumers, consumer.Run},
+		{"settler", StageConsumers, s.Tracker.RunSettler},
+		{"periodic", StageConsumers, periodic.Run},
+		{"asynq", StageQueue, asynqServer.Run},
 	}
 	if s.GitHub != nil {
 		// The missed-delivery sweep and the reconciliation, each once per

@@ -1,15 +1,17 @@
 // Package route consumes the journal and routes each event to the parties
 // that must hear it. This file is the consumption: each journal shard is
 // read by exactly one worker at a time, under a Redis lease with a fencing
-// epoch; a worker that dies loses its leases when they expire (TTL ≤ 10 s)
-// and another takes its shards over. More workers own more shards: each
-// takes at most its fair share of the shards while other workers live.
+// epoch, kept by a heartbeat; a worker that dies loses its leases when they
+// expire (TTL 3 s, renewed every second) and another takes its shards
+// over; one restarted under the same identity (identity.go) reclaims them
+// at once. A worker that stops hands over: it releases its leases and
+// leaves the worker set, so a peer takes its shards within a second. More
+// workers own more shards: each takes at most its fair share of the
+// shards while other workers live.
 package route
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -40,7 +42,8 @@ type Handler func(ctx context.Context, shard int, e *event.Event) error
 
 // ConsumerConfig tunes consumption. Zero values take the defaults.
 type ConsumerConfig struct {
-	LeaseTTL    time.Duration // default 10s
+	LeaseTTL    time.Duration // default 3s; renewed every third of it
+	WorkerID    string        // the identity's base name; default the host name (identity.go)
 	MaxAttempts int           // permanent failures before poison; default 5
 	Batch       int64         // entries read at once; default 100
 	Parallel    int           // subjects of a batch routed at once; default 32
@@ -53,7 +56,8 @@ type Consumer struct {
 	handle  Handler
 	log     *slog.Logger
 	cfg     ConsumerConfig
-	owner   string
+	id      *identity
+	owner   string // the identity held, set by Run
 	m       *consumerMetrics
 	mu      sync.Mutex
 	running map[int]context.CancelFunc // shards this consumer works
@@ -64,7 +68,7 @@ type Consumer struct {
 // NewConsumer returns a consumer; owner names this worker process.
 func NewConsumer(rdb redis.UniversalClient, j *journal.Journal, h Handler, log *slog.Logger, reg prometheus.Registerer, cfg ConsumerConfig) *Consumer {
 	if cfg.LeaseTTL <= 0 {
-		cfg.LeaseTTL = 10 * time.Second
+		cfg.LeaseTTL = 3 * time.Second
 	}
 	if cfg.MaxAttempts <= 0 {
 		cfg.MaxAttempts = 5
@@ -75,10 +79,8 @@ func NewConsumer(rdb redis.UniversalClient, j *journal.Journal, h Handler, log *
 	if cfg.Parallel <= 0 {
 		cfg.Parallel = 32
 	}
-	var b [6]byte
-	_, _ = rand.Read(b[:])
 	return &Consumer{rdb: rdb, j: j, handle: h, log: log.With("component", "route"), cfg: cfg,
-		owner: "w-" + hex.EncodeToString(b[:]), m: newConsumerMetrics(reg), running: map[int]context.CancelFunc{}}
+		id: newIdentity(cfg.WorkerID), m: newConsumerMetrics(reg), running: map[int]context.CancelFunc{}}
 }
 
 type consumerMetrics struct {
@@ -111,12 +113,15 @@ func (c *Consumer) cursorKey(shard int) string { return cursorKey(c.j, shard) }
 func cursorKey(j *journal.Journal, shard int) string { return j.Tag(shard) + ":cursor" }
 func (c *Consumer) workersKey() string               { return c.j.Config().Prefix + ":route:workers" }
 
-// acquireScript takes a free lease.
+// acquireScript takes a free lease, or one held under the claimant's own
+// identity (a dead predecessor's: an identity is held by one live process
+// at a time, identity.go), with a new epoch that fences the old holder.
 //
 // KEYS[1] lease, KEYS[2] epoch counter; ARGV[1] owner, ARGV[2] ttl ms.
-// Returns the new epoch, or 0 when the lease is held.
+// Returns the new epoch, or 0 when the lease is held by another owner.
 var acquireScript = redis.NewScript(`
-if redis.call('EXISTS', KEYS[1]) == 1 then return 0 end
+local cur = redis.call('GET', KEYS[1])
+if cur and string.sub(cur, 1, #ARGV[1] + 1) ~= ARGV[1] .. ':' then return 0 end
 local epoch = redis.call('INCR', KEYS[2])
 redis.call('SET', KEYS[1], ARGV[1] .. ':' .. epoch, 'PX', ARGV[2])
 return epoch
@@ -134,39 +139,81 @@ return 1
 
 // advanceScript moves a shard's cursor, fenced by the lease (a worker that
 // lost its lease, paused past the TTL, cannot move the new holder's
-// cursor), after appending the batch's delivery ledger entries; and reads
-// the next batch, so that a shard with a backlog costs no round trip of
-// its own to read.
+// cursor), after appending the batch's delivery ledger entries. The next
+// batch is read by an XRANGE pipelined after it (Consumer.advance), so a
+// shard with a backlog costs no round trip of its own to read; not inside
+// the script, where Redis would convert every entry into Lua values and
+// back (about 4 µs of Redis per entry, more than routing it costs there).
 //
-// KEYS[1] lease, KEYS[2] cursor, KEYS[3] ledger, KEYS[4] the shard's
-// journal stream; ARGV[1] "owner:epoch", ARGV[2] stream id, ARGV[3] the
-// ledger's MAXLEN (~), ARGV[4] the next batch's most entries, ARGV[5..]
-// the ledger entries, 12 field values each.
-// Returns {1, entries after ARGV[2] (XRANGE's reply, at most ARGV[4])}
-// when advanced, {0} (nothing written) when the lease is no longer this
-// holder's.
+// KEYS[1] lease, KEYS[2] cursor, KEYS[3] ledger; ARGV[1] "owner:epoch",
+// ARGV[2] stream id, ARGV[3] the ledger's MAXLEN (~), ARGV[4..] the
+// ledger entries, 12 field values each.
+// Returns 1 when advanced, 0 (nothing written) when the lease is no longer
+// this holder's.
 var advanceScript = redis.NewScript(`
-if redis.call('GET', KEYS[1]) ~= ARGV[1] then return {0} end
-for i = 5, #ARGV, 12 do
+if redis.call('GET', KEYS[1]) ~= ARGV[1] then return 0 end
+for i = 4, #ARGV, 12 do
   redis.call('XADD', KEYS[3], 'MAXLEN', '~', ARGV[3], '*', unpack(ARGV, i, i + 11))
 end
 redis.call('SET', KEYS[2], ARGV[2])
-return {1, redis.call('XRANGE', KEYS[4], '(' .. ARGV[2], '+', 'COUNT', ARGV[4])}
+return 1
 `)
 
-// Run takes and works shards until ctx is cancelled, then releases them.
+// Run claims a worker identity, then takes and works shards until ctx is
+// cancelled; then it hands over: releases its leases and leaves the worker
+// set, so that peers take its shards at their next heartbeat.
 func (c *Consumer) Run(ctx context.Context) error {
-	tick := time.NewTicker(c.cfg.LeaseTTL / 4)
+	if err := c.claimRetrying(ctx); err != nil {
+		return nil // stopped before Redis answered
+	}
+	tick := time.NewTicker(c.cfg.LeaseTTL / 6)
 	defer tick.Stop()
 	for {
 		c.balance(ctx)
 		select {
 		case <-ctx.Done():
 			c.stopAll()
+			c.leave()
 			return nil
 		case <-tick.C:
 		}
 	}
+}
+
+// claimRetrying claims an identity, retrying with capped backoff while
+// Redis does not answer; it fails only when ctx ends.
+func (c *Consumer) claimRetrying(ctx context.Context) error {
+	backoff := 50 * time.Millisecond
+	for {
+		name, err := c.claim(ctx)
+		if err == nil {
+			c.owner = name
+			c.log.Info("worker identity claimed", "worker_id", name)
+			return nil
+		}
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		c.log.Warn("claim worker identity; will retry", "err", err)
+		sleep(ctx, backoff)
+		backoff = min(2*backoff, 5*time.Second)
+	}
+}
+
+// leave removes this worker from the worker set and frees its identity,
+// after its shards were released: the survivors' share grows at their
+// next heartbeat.
+func (c *Consumer) leave() {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	defer cancel()
+	pipe := c.rdb.Pipeline()
+	pipe.ZRem(ctx, c.workersKey(), c.owner)
+	pipe.EvalSha(ctx, renewScript.Hash(), []string{c.recordKey(c.owner)}, c.id.value, 0, "1")
+	if _, err := pipe.Exec(ctx); err != nil {
+		_ = c.rdb.ZRem(ctx, c.workersKey(), c.owner).Err()
+		_ = renewScript.Run(ctx, c.rdb, []string{c.recordKey(c.owner)}, c.id.value, 0, "1").Err()
+	}
+	c.log.Info("left the worker set; shards handed over", "worker_id", c.owner)
 }
 
 // Healthy reports whether this consumer's heartbeat reached Redis within
@@ -181,6 +228,23 @@ func (c *Consumer) Healthy() error {
 // balance heartbeats this worker and takes free shards up to its share.
 func (c *Consumer) balance(ctx context.Context) {
 	now := time.Now()
+	mine, err := renewScript.Run(ctx, c.rdb, []string{c.recordKey(c.owner)}, c.id.value, identityTTL.Milliseconds(), "0").Int()
+	if err != nil {
+		if ctx.Err() == nil {
+			c.log.Warn("route heartbeat", "err", err)
+		}
+		return
+	}
+	if mine != 1 {
+		// Silent for a whole lease TTL (paused, cut off): another process
+		// took this identity, and with it the leases under it.
+		c.log.Warn("worker identity lost; claiming another", "worker_id", c.owner)
+		c.stopAll()
+		_ = c.rdb.ZRem(ctx, c.workersKey(), c.owner).Err()
+		if c.claimRetrying(ctx) != nil {
+			return
+		}
+	}
 	live, err := c.liveWorkers(ctx, now)
 	if err != nil {
 		if ctx.Err() == nil {
@@ -249,7 +313,9 @@ func (c *Consumer) start(ctx context.Context, shard int, lease string) {
 		c.m.held.Set(float64(len(c.running)))
 		c.mu.Unlock()
 		// Release so a successor need not wait for the TTL.
-		_ = renewScript.Run(context.Background(), c.rdb, []string{c.leaseKey(shard)}, lease, 0, "1").Err()
+		rctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		_ = renewScript.Run(rctx, c.rdb, []string{c.leaseKey(shard)}, lease, 0, "1").Err()
+		cancel()
 	}()
 	c.log.Debug("shard taken", "shard", shard, "lease", lease)
 }
@@ -331,9 +397,9 @@ func (c *Consumer) work(ctx context.Context, shard int, lease string) {
 }
 
 // advance appends a batch's ledger entries and moves the shard's cursor
-// past the batch, fenced by the lease, in one script call that also reads
-// the next batch (empty when the shard has nothing more yet); it reports
-// whether the lease was still this holder's.
+// past the batch, fenced by the lease, in one script call, and reads the
+// next batch in the same round trip (empty when the shard has nothing more
+// yet); it reports whether the lease was still this holder's.
 func (c *Consumer) advance(ctx context.Context, shard int, lease, done string, ledger [][]any) ([]redis.XMessage, bool, error) {
 	if n := len(ledger) - maxLedgerArgs; n > 0 {
 		// A large batch (a fan-out): the entries beyond what one script
@@ -349,54 +415,45 @@ func (c *Consumer) advance(ctx context.Context, shard int, lease, done string, l
 		}
 		ledger = ledger[n:]
 	}
-	args := make([]any, 0, 4+12*len(ledger))
-	args = append(args, lease, done, LedgerLen, c.cfg.Batch)
+	args := make([]any, 0, 3+12*len(ledger))
+	args = append(args, lease, done, LedgerLen)
 	for _, values := range ledger {
 		args = append(args, values...)
 	}
-	res, err := advanceScript.Run(ctx, c.rdb, []string{c.leaseKey(shard), c.cursorKey(shard), LedgerKey(c.j, shard), c.j.StreamKey(shard)}, args...).Slice()
+	// The script and the read of the next batch in one round trip: the
+	// read runs right after the script, on the state it left; its entries
+	// are used only when the script moved the cursor.
+	pipe := c.rdb.Pipeline()
+	moved := advanceScript.Run(ctx, pipe, []string{c.leaseKey(shard), c.cursorKey(shard), LedgerKey(c.j, shard)}, args...)
+	next := pipe.XRangeN(ctx, c.j.StreamKey(shard), "("+done, "+", int64(c.cfg.Batch))
+	if _, err := pipe.Exec(ctx); err != nil && !redis.HasErrorPrefix(err, "NOSCRIPT") {
+		return nil, false, err
+	}
+	if redis.HasErrorPrefix(moved.Err(), "NOSCRIPT") {
+		// Script.Run loads a missing script only outside a pipeline:
+		// move the cursor on its own, then read.
+		held, err := advanceScript.Run(ctx, c.rdb, []string{c.leaseKey(shard), c.cursorKey(shard), LedgerKey(c.j, shard)}, args...).Int()
+		if err != nil || held != 1 {
+			return nil, false, err
+		}
+		msgs, err := c.rdb.XRangeN(ctx, c.j.StreamKey(shard), "("+done, "+", int64(c.cfg.Batch)).Result()
+		if err != nil {
+			return nil, false, fmt.Errorf("advance shard %d: read the next batch: %w", shard, err)
+		}
+		return msgs, true, nil
+	}
+	held, err := moved.Int()
 	if err != nil {
 		return nil, false, err
 	}
-	if held, _ := res[0].(int64); held != 1 {
+	if held != 1 {
 		return nil, false, nil
 	}
-	if len(res) != 2 {
-		return nil, false, fmt.Errorf("advance shard %d: script answered %v", shard, res)
-	}
-	next, err := xMessages(res[1])
+	msgs, err := next.Result()
 	if err != nil {
-		return nil, false, fmt.Errorf("advance shard %d: %w", shard, err)
+		return nil, false, fmt.Errorf("advance shard %d: read the next batch: %w", shard, err)
 	}
-	return next, true, nil
-}
-
-// xMessages reads an XRANGE reply a script returned: {{id, {field, value,
-// …}}, …}.
-func xMessages(reply any) ([]redis.XMessage, error) {
-	entries, ok := reply.([]any)
-	if !ok {
-		return nil, fmt.Errorf("entries: unexpected reply %T", reply)
-	}
-	out := make([]redis.XMessage, 0, len(entries))
-	for _, entry := range entries {
-		pair, ok := entry.([]any)
-		if !ok || len(pair) != 2 {
-			return nil, fmt.Errorf("entry: unexpected reply %v", entry)
-		}
-		id, _ := pair[0].(string)
-		fields, _ := pair[1].([]any)
-		if id == "" || len(fields)%2 != 0 {
-			return nil, fmt.Errorf("entry: unexpected reply %v", entry)
-		}
-		values := make(map[string]any, len(fields)/2)
-		for i := 0; i < len(fields); i += 2 {
-			k, _ := fields[i].(string)
-			values[k] = fields[i+1]
-		}
-		out = append(out, redis.XMessage{ID: id, Values: values})
-	}
-	return out, nil
+	return msgs, true, nil
 }
 
 // maxLedgerArgs bounds the ledger entries one advance script call appends.
@@ -455,16 +512,20 @@ func (c *Consumer) processBatch(ctx context.Context, shard int, msgs []redis.XMe
 	}
 	ctx = withBatch(ctx, all) // what the router reads once per batch: batch.go
 	b := batchFrom(ctx)
-	sem := make(chan struct{}, c.cfg.Parallel)
+	// Parallel goroutines take the subjects in turn: a goroutine per
+	// subject grew a fresh stack for the router each time (stack copying
+	// was a few per cent of a worker's CPU).
 	var wg sync.WaitGroup
-	for _, subject := range order {
-		sem <- struct{}{}
+	var next atomic.Int64
+	for range min(len(order), c.cfg.Parallel) {
 		wg.Add(1)
 		go func() {
-			defer func() { <-sem; wg.Done() }()
-			for _, e := range bySubject[subject] {
-				if !c.process(ctx, shard, e) {
-					return
+			defer wg.Done()
+			for i := int(next.Add(1)) - 1; i < len(order); i = int(next.Add(1)) - 1 {
+				for _, e := range bySubject[order[i]] {
+					if !c.process(ctx, shard, e) {
+						break // ctx ended: the rest of this subject waits for whoever resumes
+					}
 				}
 			}
 		}()
