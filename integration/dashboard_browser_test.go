@@ -176,7 +176,7 @@ func TestDashboardInBrowser(t *testing.T) {
 	}
 
 	// A PR: opened, then its required check passes at head → ready.
-	if r := c.mustWebhook(t, "pull_request", newGUID(), fixtureFile(t, "pull_request.opened.json")); r.Status/100 != 2 {
+	if r := c.mustWebhook(t, "pull_request", newGUID(), fixture(t, "octokit/pull_request/opened.payload.json")); r.Status/100 != 2 {
 		t.Fatalf("opened: %s", r)
 	}
 	prRow := `tr.pr[data-pr="github:` + repo + `#2"]`
@@ -208,15 +208,4 @@ func TestDashboardInBrowser(t *testing.T) {
 	if r := c.get(t, "/v1/inbox", alice); bytes.Contains(r.Body, []byte("permission_requested")) {
 		t.Fatalf("alice's inbox still holds the request: %s", r.Body)
 	}
-}
-
-// fixtureFile reads a GitHub payload shipped with the repository (the
-// bench's fixtures, from octokit/webhooks).
-func fixtureFile(t *testing.T, name string) []byte {
-	t.Helper()
-	b, err := os.ReadFile(filepath.Join("..", "cmd", "wakegate", "bench", "fixtures", name))
-	if err != nil {
-		t.Fatal(err)
-	}
-	return b
 }
