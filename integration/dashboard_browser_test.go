@@ -183,7 +183,7 @@ func TestDashboardInBrowser(t *testing.T) {
 	do("see the PR waiting", chromedp.WaitVisible(css(prRow+`[data-ready="false"]`)))
 	shoot("dashboard-390.png", 390, 844)
 	shoot("dashboard.png", 1280, 900)
-	if r := c.mustWebhook(t, "check_run", newGUID(), fixtureFile(t, "check_run.completed.json")); r.Status/100 != 2 {
+	if r := c.mustWebhook(t, "check_run", newGUID(), fixture(t, "octokit/check_run/completed.payload.json")); r.Status/100 != 2 {
 		t.Fatalf("check_run: %s", r)
 	}
 	do("see the PR turn ready", chromedp.WaitVisible(css(prRow+`[data-ready="true"]`)))
