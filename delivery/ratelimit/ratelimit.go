@@ -13,12 +13,14 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/wakegate/wakegate/keyspace"
 )
 
 //go:embed gcra.lua
 var gcraLua string
 
-var gcraScript = redis.NewScript(gcraLua)
+var gcraScript = keyspace.NewScript("delivery/ratelimit/gcra.lua", gcraLua)
 
 // Limits are events per second per workspace and per token; bursts are
 // twice the rate plus one. Zero means unlimited.

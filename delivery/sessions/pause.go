@@ -9,9 +9,8 @@ import (
 	"strings"
 	"time"
 
-	"github.com/redis/go-redis/v9"
-
 	"github.com/wakegate/wakegate/delivery/journal"
+	"github.com/wakegate/wakegate/keyspace"
 	"github.com/wakegate/wakegate/providers/event"
 )
 
@@ -27,7 +26,7 @@ const pauseMargin = time.Hour
 var (
 	//go:embed pause.lua
 	pauseLua    string
-	pauseScript = redis.NewScript(pauseLua)
+	pauseScript = keyspace.NewScript("delivery/sessions/pause.lua", pauseLua)
 )
 
 // PauseKey is the marker of a session paused until a time, under the tag

@@ -9,6 +9,7 @@ package route
 import (
 	"context"
 	"crypto/rand"
+	_ "embed"
 	"encoding/hex"
 	"errors"
 	"fmt"
@@ -24,6 +25,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/wakegate/wakegate/delivery/journal"
+	"github.com/wakegate/wakegate/keyspace"
 	"github.com/wakegate/wakegate/providers/event"
 	"github.com/wakegate/wakegate/workers/blockread"
 )
@@ -112,47 +114,32 @@ func cursorKey(j *journal.Journal, shard int) string { return j.Tag(shard) + ":c
 func (c *Consumer) workersKey() string               { return c.j.Config().Prefix + ":route:workers" }
 
 // acquireScript takes a free lease.
+// Its KEYS, ARGV and reply are in acquire.lua.
 //
-// KEYS[1] lease, KEYS[2] epoch counter; ARGV[1] owner, ARGV[2] ttl ms.
-// Returns the new epoch, or 0 when the lease is held.
-var acquireScript = redis.NewScript(`
-if redis.call('EXISTS', KEYS[1]) == 1 then return 0 end
-local epoch = redis.call('INCR', KEYS[2])
-redis.call('SET', KEYS[1], ARGV[1] .. ':' .. epoch, 'PX', ARGV[2])
-return epoch
-`)
+//go:embed acquire.lua
+var acquireLua string
+
+var acquireScript = keyspace.NewScript("workers/route/acquire.lua", acquireLua)
 
 // renewScript extends a lease its holder still holds.
+// Its KEYS, ARGV and reply are in renew.lua.
 //
-// KEYS[1] lease; ARGV[1] "owner:epoch", ARGV[2] ttl ms, ARGV[3] "1" to
-// release instead. Returns 1 when held (and renewed or released), else 0.
-var renewScript = redis.NewScript(`
-if redis.call('GET', KEYS[1]) ~= ARGV[1] then return 0 end
-if ARGV[3] == '1' then redis.call('DEL', KEYS[1]) else redis.call('PEXPIRE', KEYS[1], ARGV[2]) end
-return 1
-`)
+//go:embed renew.lua
+var renewLua string
+
+var renewScript = keyspace.NewScript("workers/route/renew.lua", renewLua)
 
 // advanceScript moves a shard's cursor, fenced by the lease (a worker that
 // lost its lease, paused past the TTL, cannot move the new holder's
 // cursor), after appending the batch's delivery ledger entries; and reads
 // the next batch, so that a shard with a backlog costs no round trip of
 // its own to read.
+// Its KEYS, ARGV and reply are in advance.lua.
 //
-// KEYS[1] lease, KEYS[2] cursor, KEYS[3] ledger, KEYS[4] the shard's
-// journal stream; ARGV[1] "owner:epoch", ARGV[2] stream id, ARGV[3] the
-// ledger's MAXLEN (~), ARGV[4] the next batch's most entries, ARGV[5..]
-// the ledger entries, 12 field values each.
-// Returns {1, entries after ARGV[2] (XRANGE's reply, at most ARGV[4])}
-// when advanced, {0} (nothing written) when the lease is no longer this
-// holder's.
-var advanceScript = redis.NewScript(`
-if redis.call('GET', KEYS[1]) ~= ARGV[1] then return {0} end
-for i = 5, #ARGV, 12 do
-  redis.call('XADD', KEYS[3], 'MAXLEN', '~', ARGV[3], '*', unpack(ARGV, i, i + 11))
-end
-redis.call('SET', KEYS[2], ARGV[2])
-return {1, redis.call('XRANGE', KEYS[4], '(' .. ARGV[2], '+', 'COUNT', ARGV[4])}
-`)
+//go:embed advance.lua
+var advanceLua string
+
+var advanceScript = keyspace.NewScript("workers/route/advance.lua", advanceLua)
 
 // Run takes and works shards until ctx is cancelled, then releases them.
 func (c *Consumer) Run(ctx context.Context) error {

@@ -3,12 +3,14 @@ package app
 import (
 	"context"
 	"crypto/rand"
+	_ "embed"
 	"encoding/hex"
 	"fmt"
 	"time"
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/wakegate/wakegate/keyspace"
 	"github.com/wakegate/wakegate/providers/kind"
 )
 
@@ -51,12 +53,12 @@ func acquire(ctx context.Context, rdb redis.UniversalClient, key string, ttl tim
 
 // releaseScript deletes a lease only while it still holds the caller's
 // token, so a lease that expired and was taken over is left alone.
+// Its KEYS, ARGV and reply are in release.lua.
 //
-// KEYS[1] = the lease; ARGV[1] = the token. Returns 1 if deleted.
-var releaseScript = redis.NewScript(`
-if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end
-return 0
-`)
+//go:embed release.lua
+var releaseLua string
+
+var releaseScript = keyspace.NewScript("providers/github/app/release.lua", releaseLua)
 
 func (l *lease) release(ctx context.Context) error {
 	return releaseScript.Run(ctx, l.rdb, []string{l.key}, l.token).Err()
