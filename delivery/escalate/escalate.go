@@ -55,10 +55,10 @@ type Store struct {
 }
 
 // New returns the store on rdb under prefix (WAKEGATE_REDIS_PREFIX,
-// default "wg").
+// default keyspace.DefaultPrefix).
 func New(rdb redis.UniversalClient, prefix string) *Store {
 	if prefix == "" {
-		prefix = "wg"
+		prefix = keyspace.DefaultPrefix
 	}
 	return &Store{rdb: rdb, prefix: prefix}
 }

@@ -96,10 +96,10 @@ type Store struct {
 	prefix string
 }
 
-// New returns the store on rdb under prefix (default "wg").
+// New returns the store on rdb under prefix (default keyspace.DefaultPrefix).
 func New(rdb redis.UniversalClient, prefix string) *Store {
 	if prefix == "" {
-		prefix = "wg"
+		prefix = keyspace.DefaultPrefix
 	}
 	return &Store{rdb: rdb, prefix: prefix}
 }

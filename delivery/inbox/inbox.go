@@ -51,8 +51,6 @@ import (
 	"github.com/wakegate/wakegate/providers/kind"
 )
 
-const defaultPrefix = "wg"
-
 var (
 	//go:embed inbox.lua
 	inboxLua string
@@ -91,7 +89,7 @@ var ErrInvalid = kind.New(kind.Invalid, "inbox: invalid input")
 // Config fixes the inboxes' key prefix and retention.
 type Config struct {
 	// Prefix starts every key and channel (WAKEGATE_REDIS_PREFIX).
-	// Default "wg".
+	// Default keyspace.DefaultPrefix.
 	Prefix string
 	// Retention is how long a dedup marker keeps a second delivery of the
 	// same event out. Default 72h.

@@ -3,6 +3,8 @@ package inbox
 import (
 	"crypto/sha1"
 	"encoding/hex"
+
+	"github.com/wakegate/wakegate/keyspace"
 )
 
 // Key builders: the Go side of the layout inbox.lua documents. Every key of
@@ -49,7 +51,7 @@ func (b *Inbox) keysOf(workspace, party string) keys {
 // EscalationKey is a recipient's escalation due index (docs/design.md §8): a zset
 // of coalesce key → the ms its entry's escalation check is due. Deliver
 // arms it in the same step as the entry, Ack clears acked entries from
-// it, and package escalate drains it. An empty prefix means "wg".
+// it, and package escalate drains it. An empty prefix means keyspace.DefaultPrefix.
 func EscalationKey(prefix, workspace, party string) string {
 	return prefixOr(prefix) + ":" + Tag(prefix, workspace, party) + ":x"
 }
@@ -69,7 +71,7 @@ func (k keys) escalatedMarker(source, id string) string {
 
 // NotifyChannel is the Pub/Sub channel Deliver publishes to for a
 // recipient: payload "wake" when the update decided a wake or alert,
-// "update" otherwise. An empty prefix means the default "wg".
+// "update" otherwise. An empty prefix means the default keyspace.DefaultPrefix.
 func NotifyChannel(prefix, workspace, party string) string {
 	return notifyPrefix(prefix) + workspace + ":" + party
 }
@@ -78,7 +80,7 @@ func notifyPrefix(prefix string) string { return prefixOr(prefix) + ":ib:notify:
 
 func prefixOr(prefix string) string {
 	if prefix == "" {
-		return defaultPrefix
+		return keyspace.DefaultPrefix
 	}
 	return prefix
 }

@@ -29,7 +29,7 @@ import (
 
 // Config fixes the journal's layout and retention.
 type Config struct {
-	Prefix    string        // key prefix, WAKEGATE_REDIS_PREFIX; default "wg"
+	Prefix    string        // key prefix, WAKEGATE_REDIS_PREFIX; default keyspace.DefaultPrefix
 	Shards    int           // number of shards; default 16; never change it on a live deployment
 	Retention time.Duration // how long entries and dedup markers live; default 72h
 	MaxLen    int64         // approximate total entries kept across shards; default 10,000,000
@@ -43,7 +43,7 @@ type Config struct {
 
 func (c Config) withDefaults() Config {
 	if c.Prefix == "" {
-		c.Prefix = "wg"
+		c.Prefix = keyspace.DefaultPrefix
 	}
 	if c.Shards <= 0 {
 		c.Shards = 16

@@ -40,7 +40,7 @@ type Limiter struct {
 // New returns the limiter of a deployment (prefix: WAKEGATE_REDIS_PREFIX).
 func New(rdb redis.UniversalClient, prefix string, l Limits) *Limiter {
 	if prefix == "" {
-		prefix = "wg"
+		prefix = keyspace.DefaultPrefix
 	}
 	return &Limiter{rdb: rdb, prefix: prefix, limits: l}
 }

@@ -41,7 +41,7 @@ var ErrLimit = kind.New(kind.Limit, "subscription limit reached")
 // New returns a store whose keys start with prefix (WAKEGATE_REDIS_PREFIX).
 func New(rdb redis.UniversalClient, prefix string) *Store {
 	if prefix == "" {
-		prefix = "wg"
+		prefix = keyspace.DefaultPrefix
 	}
 	return &Store{rdb: rdb, prefix: prefix, now: time.Now, max: DefaultMaxPerParty}
 }

@@ -110,7 +110,7 @@ type Store struct {
 // as not dead.
 func New(rdb redis.UniversalClient, prefix string, dead DeadFunc) *Store {
 	if prefix == "" {
-		prefix = "wg"
+		prefix = keyspace.DefaultPrefix
 	}
 	if dead == nil {
 		dead = func(context.Context, string, string) (bool, error) { return false, nil }

@@ -32,7 +32,7 @@ import (
 
 // Config tunes the sweep. Zero values take the defaults.
 type Config struct {
-	// Prefix starts every key (WAKEGATE_REDIS_PREFIX). Default "wg".
+	// Prefix starts every key (WAKEGATE_REDIS_PREFIX). Default keyspace.DefaultPrefix.
 	Prefix string
 	// SessionTTL is WAKEGATE_SESSION_TTL, the registry's: a session seen
 	// then silent this long is dead. Default 10m.
@@ -60,7 +60,7 @@ type Config struct {
 
 func (c Config) withDefaults() Config {
 	if c.Prefix == "" {
-		c.Prefix = "wg"
+		c.Prefix = keyspace.DefaultPrefix
 	}
 	if c.SessionTTL <= 0 {
 		c.SessionTTL = 10 * time.Minute

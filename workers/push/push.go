@@ -42,6 +42,7 @@ import (
 
 	"github.com/wakegate/wakegate/delivery/inbox"
 	dpush "github.com/wakegate/wakegate/delivery/push"
+	"github.com/wakegate/wakegate/keyspace"
 	"github.com/wakegate/wakegate/providers/event"
 )
 
@@ -71,7 +72,7 @@ func ParseSchedule(s string) ([]time.Duration, error) {
 
 // Config of the pusher. Zero values take the defaults.
 type Config struct {
-	// Prefix is WAKEGATE_REDIS_PREFIX. Default "wg".
+	// Prefix is WAKEGATE_REDIS_PREFIX. Default keyspace.DefaultPrefix.
 	Prefix string
 	// Schedule is the delays between attempts (WAKEGATE_PUSH_RETRY):
 	// a push gets len(Schedule)+1 attempts. Default DefaultSchedule.
@@ -95,7 +96,7 @@ type Config struct {
 // deployments on one Redis never work each other's pushes.
 func Queue(prefix string) string {
 	if prefix == "" {
-		prefix = "wg"
+		prefix = keyspace.DefaultPrefix
 	}
 	return prefix + ":push"
 }
@@ -180,7 +181,7 @@ func (p *Pusher) caughtUp(ctx context.Context, workspace, party, ck string, seq 
 func New(rdb redis.UniversalClient, client *asynq.Client, box *inbox.Inbox, endpoints *dpush.Endpoints,
 	log *slog.Logger, reg prometheus.Registerer, cfg Config) *Pusher {
 	if cfg.Prefix == "" {
-		cfg.Prefix = "wg"
+		cfg.Prefix = keyspace.DefaultPrefix
 	}
 	if len(cfg.Schedule) == 0 {
 		cfg.Schedule, _ = ParseSchedule(DefaultSchedule)

@@ -23,6 +23,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promauto"
 	"github.com/redis/go-redis/v9"
+
+	"github.com/wakegate/wakegate/keyspace"
 )
 
 // Func is one pass of a job.
@@ -49,7 +51,7 @@ type Scheduler struct {
 // this process in the slot keys (for a person reading Redis).
 func New(rdb redis.UniversalClient, prefix, owner string, log *slog.Logger, reg prometheus.Registerer) *Scheduler {
 	if prefix == "" {
-		prefix = "wg"
+		prefix = keyspace.DefaultPrefix
 	}
 	return &Scheduler{rdb: rdb, prefix: prefix, owner: owner, log: log.With("component", "schedule"), now: time.Now,
 		runs: promauto.With(reg).NewCounterVec(prometheus.CounterOpts{Name: "wakegate_schedule_runs_total",

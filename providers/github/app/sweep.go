@@ -11,6 +11,8 @@ import (
 	gh "github.com/google/go-github/v66/github"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/redis/go-redis/v9"
+
+	"github.com/wakegate/wakegate/keyspace"
 )
 
 // refusedOnPurpose are the answers wakegate's own gateway gives a delivery
@@ -38,7 +40,7 @@ const (
 
 // SweepConfig tunes the sweeper. Zero values take the defaults.
 type SweepConfig struct {
-	Prefix string        // WAKEGATE_REDIS_PREFIX; default "wg"
+	Prefix string        // WAKEGATE_REDIS_PREFIX; default keyspace.DefaultPrefix
 	Every  time.Duration // periodic sweep; default 5m
 	// FirstWindow is how far back the very first sweep looks (no
 	// watermark yet); default 24h (GitHub keeps deliveries 3 days).
@@ -62,7 +64,7 @@ type SweepConfig struct {
 
 func (c SweepConfig) withDefaults() SweepConfig {
 	if c.Prefix == "" {
-		c.Prefix = "wg"
+		c.Prefix = keyspace.DefaultPrefix
 	}
 	if c.Every <= 0 {
 		c.Every = 5 * time.Minute
