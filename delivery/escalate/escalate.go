@@ -66,7 +66,7 @@ func New(rdb redis.UniversalClient, prefix string) *Store {
 type keys struct{ due, claims, dead string }
 
 func (s *Store) keysOf(ws, party string) keys {
-	base := s.prefix + ":" + inbox.Tag(s.prefix, ws, party)
+	base := keyspace.Recipient(s.prefix, ws, party)
 	return keys{due: inbox.EscalationKey(s.prefix, ws, party), claims: base + ":xc", dead: base + ":xd"}
 }
 

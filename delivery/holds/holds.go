@@ -110,12 +110,12 @@ func New(rdb redis.UniversalClient, prefix string) *Store {
 //	<prefix>:{<prefix>:hq:<ws>}:quiet    hash    scope ("all" or a party) → Quiet JSON
 //	<prefix>:{<prefix>:hq:<ws>}:held     set     parties with quiet-held wakes (what lifting "all" visits)
 func (s *Store) rkey(ws, party, suffix string) string {
-	return s.prefix + ":" + inbox.Tag(s.prefix, ws, party) + ":" + suffix
+	return keyspace.Recipient(s.prefix, ws, party) + ":" + suffix
 }
 func (s *Store) quietKey(ws string) string {
-	return s.prefix + ":{" + s.prefix + ":hq:" + ws + "}:quiet"
+	return keyspace.Quiet(s.prefix, ws) + ":quiet"
 }
-func (s *Store) heldKey(ws string) string { return s.prefix + ":{" + s.prefix + ":hq:" + ws + "}:held" }
+func (s *Store) heldKey(ws string) string { return keyspace.Quiet(s.prefix, ws) + ":held" }
 
 func checkRecipient(ws, party string) error {
 	if !event.ValidWorkspace(ws) {

@@ -23,7 +23,7 @@ import (
 
 // Tag returns the hash tag every key of one recipient shares.
 func Tag(prefix, workspace, party string) string {
-	return "{" + prefixOr(prefix) + ":ib:" + workspace + ":" + party + "}"
+	return keyspace.RecipientTag(prefix, workspace, party)
 }
 
 // keys are the names of one recipient's keys.
@@ -37,7 +37,7 @@ type keys struct {
 }
 
 func (b *Inbox) keysOf(workspace, party string) keys {
-	base := b.cfg.Prefix + ":" + Tag(b.cfg.Prefix, workspace, party)
+	base := keyspace.Recipient(b.cfg.Prefix, workspace, party)
 	return keys{
 		base:    base,
 		last:    base + ":n",
@@ -53,7 +53,7 @@ func (b *Inbox) keysOf(workspace, party string) keys {
 // arms it in the same step as the entry, Ack clears acked entries from
 // it, and package escalate drains it. An empty prefix means keyspace.DefaultPrefix.
 func EscalationKey(prefix, workspace, party string) string {
-	return prefixOr(prefix) + ":" + Tag(prefix, workspace, party) + ":x"
+	return keyspace.Recipient(prefix, workspace, party) + ":x"
 }
 
 // marker is the dedup marker of the event (source, id) in this inbox.
@@ -76,7 +76,7 @@ func NotifyChannel(prefix, workspace, party string) string {
 	return notifyPrefix(prefix) + workspace + ":" + party
 }
 
-func notifyPrefix(prefix string) string { return prefixOr(prefix) + ":ib:notify:" }
+func notifyPrefix(prefix string) string { return keyspace.InboxNotify(prefix) }
 
 func prefixOr(prefix string) string {
 	if prefix == "" {

@@ -107,7 +107,7 @@ type batchRecord struct {
 }
 
 // batchKey is the stream of batch records kept in a shard's slot.
-func (s *Store) batchKey(shard int) string { return s.j.Tag(shard) + ":batches" }
+func (s *Store) batchKey(shard int) string { return s.j.Keys(shard).Batches() }
 
 // commitCalls groups items by journal shard, in push order.
 func (s *Store) commitCalls(workspace, pusher string, items []Item, now time.Time) ([]commitCall, error) {

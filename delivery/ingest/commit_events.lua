@@ -26,7 +26,7 @@ for i = 1, n do
     out[i] = {'', 1}
   else
     local lineage
-    if redis.call('EXISTS', tag .. ':eid:' .. redis.sha1hex(source .. '\0' .. id)) == 1 then
+    if redis.call('EXISTS', wg_eid(tag, source, id)) == 1 then
       lineage = ''  -- a duplicate: applied already, wg_append returns the first entry
       if seen == '1' then redis.call('HSET', regkey, 'seen_at', now) end
     else

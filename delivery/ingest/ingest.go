@@ -48,12 +48,15 @@ func New(rdb redis.UniversalClient, j *journal.Journal) *Store {
 func (s *Store) Shards() int { return s.j.Config().Shards }
 
 // Tag is the hash tag of an ingest shard.
-func (s *Store) Tag(shard int) string {
-	return fmt.Sprintf("%s:{in%d}", s.j.Config().Prefix, shard)
+func (s *Store) Tag(shard int) string { return s.Keys(shard).Tag() }
+
+// Keys are the keys of an ingest shard (docs/design.md §14).
+func (s *Store) Keys(shard int) keyspace.IngestShard {
+	return keyspace.Ingest(s.j.Config().Prefix, shard)
 }
 
 // StreamKey is the stream of ingest records of a shard.
-func (s *Store) StreamKey(shard int) string { return s.Tag(shard) + ":ingest" }
+func (s *Store) StreamKey(shard int) string { return s.Keys(shard).Stream() }
 
 func (s *Store) shardOf(repo string) int {
 	h := fnv.New32a()
@@ -118,8 +121,8 @@ func (s *Store) CommitDelivery(ctx context.Context, d *Delivery) (Outcome, error
 	h.Write(d.Body)
 	sum := h.Sum(nil)
 	keys := []string{
-		tag + ":dd:" + d.Hook + ":" + d.GUID,
-		tag + ":bh:" + hex.EncodeToString(sum),
+		keyspace.IngestShard(tag).Dedup(d.Hook, d.GUID),
+		keyspace.IngestShard(tag).Body(hex.EncodeToString(sum)),
 		rawKey(tag, d.GUID, d.Hook),
 		s.StreamKey(shard),
 	}
@@ -149,7 +152,7 @@ func maxLen(cfg journal.Config) int64 {
 	return n
 }
 
-func rawKey(tag, guid, hook string) string { return tag + ":raw:" + guid + ":" + hook }
+func rawKey(tag, guid, hook string) string { return keyspace.IngestShard(tag).Raw(guid, hook) }
 
 // Trim drops ingest records older than the retention: their raw
 // deliveries have expired with them. Run it periodically from one worker.

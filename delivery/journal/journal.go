@@ -11,9 +11,7 @@ package journal
 
 import (
 	"context"
-	"crypto/sha1"
 	_ "embed"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"hash/fnv"
@@ -114,21 +112,23 @@ func (j *Journal) ShardOf(workspace, subject string) int {
 
 // Tag is the hash tag shared by every key of a shard: the stream, its
 // dedup markers, and the state derived with it (PR trackers, sessions).
-func (j *Journal) Tag(shard int) string { return fmt.Sprintf("%s:{j%d}", j.cfg.Prefix, shard) }
+func (j *Journal) Tag(shard int) string { return j.Keys(shard).Tag() }
+
+// Keys are the keys of a shard (docs/design.md §14).
+func (j *Journal) Keys(shard int) keyspace.Shard { return keyspace.JournalShard(j.cfg.Prefix, shard) }
 
 // StreamKey is the stream of a shard.
-func (j *Journal) StreamKey(shard int) string { return j.Tag(shard) + ":journal" }
+func (j *Journal) StreamKey(shard int) string { return j.Keys(shard).Journal() }
 
 // DedupKey is the marker that makes appending (source, id) idempotent. The
-// Lua side computes the same key with redis.sha1hex.
+// Lua side computes the same key with wg_eid (journal.lua).
 func (j *Journal) DedupKey(shard int, source, id string) string {
-	sum := sha1.Sum([]byte(source + "\x00" + id))
-	return j.Tag(shard) + ":eid:" + hex.EncodeToString(sum[:])
+	return j.Keys(shard).Eid(source, id)
 }
 
 // NotifyChannel is the Pub/Sub channel appends publish to, per workspace.
 func (j *Journal) NotifyChannel(workspace string) string {
-	return j.cfg.Prefix + ":notify:journal:" + workspace
+	return keyspace.JournalNotify(j.cfg.Prefix) + workspace
 }
 
 // AppendArgs are the values every script that appends passes in ARGV so
@@ -138,7 +138,7 @@ func (j *Journal) AppendArgs() []any {
 	if perShard < 1000 {
 		perShard = 1000
 	}
-	return []any{int64(j.cfg.Retention / time.Second), perShard, j.cfg.Prefix + ":notify:journal:"}
+	return []any{int64(j.cfg.Retention / time.Second), perShard, keyspace.JournalNotify(j.cfg.Prefix)}
 }
 
 // AppendLua defines wg_config, wg_append and wg_terminal (journal.lua
@@ -212,7 +212,7 @@ type Terminal struct {
 // has not ended (or ended more than 30 days ago).
 func (j *Journal) TerminalOf(ctx context.Context, workspace, subject string) (*Terminal, error) {
 	shard := j.ShardOf(workspace, subject)
-	h, err := j.rdb.HGetAll(ctx, j.Tag(shard)+":term:"+workspace+":"+subject).Result()
+	h, err := j.rdb.HGetAll(ctx, j.Keys(shard).Term(workspace, subject)).Result()
 	if err != nil {
 		return nil, fmt.Errorf("terminal record of %s: %w", subject, err)
 	}

@@ -8,6 +8,9 @@
 --     → stream id of the entry (new or the one already journaled), and
 --       1 when it appended, 0 when (source, id) was already there.
 --
+--   wg_eid(tag, source, id)
+--     → the key of (source, id)'s dedup marker (keyspace.Shard.Eid).
+--
 --   wg_terminal(tag, ws, subject, type, time, summary, sid)
 --     records the compact terminal record of a subject (docs/design.md §3
 --     DeathWatch) in "<tag>:term:<ws>:<subject>", kept 30 days: callers
@@ -23,8 +26,13 @@ local wg_published = {}
 local function wg_config(ttl, maxlen, notify)
   wg_ttl = tonumber(ttl); wg_maxlen = tonumber(maxlen); wg_notify = notify
 end
+-- wg_eid is the marker of (source, id) in the shard of tag
+-- (keyspace.Shard.Eid builds the same name).
+local function wg_eid(tag, source, id)
+  return tag .. ':eid:' .. redis.sha1hex(source .. '\0' .. id)
+end
 local function wg_append(tag, ev, ws, source, id)
-  local dk = tag .. ':eid:' .. redis.sha1hex(source .. '\0' .. id)
+  local dk = wg_eid(tag, source, id)
   local got = redis.call('GET', dk)
   if got then return got, 0 end
   local sid = redis.call('XADD', tag .. ':journal', 'MAXLEN', '~', wg_maxlen, '*', 'e', ev, 'w', ws)
@@ -39,8 +47,12 @@ local function wg_append(tag, ev, ws, source, id)
   end
   return sid, 1
 end
+-- wg_term is the terminal record of a subject (keyspace.Shard.Term).
+local function wg_term(tag, ws, subject)
+  return tag .. ':term:' .. ws .. ':' .. subject
+end
 local function wg_terminal(tag, ws, subject, typ, time, summary, sid)
-  local k = tag .. ':term:' .. ws .. ':' .. subject
+  local k = wg_term(tag, ws, subject)
   redis.call('HSET', k, 'type', typ, 'time', time, 'summary', summary, 'sid', sid)
   redis.call('EXPIRE', k, 2592000)
 end

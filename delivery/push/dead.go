@@ -57,7 +57,7 @@ func NewDeadLetters(rdb redis.UniversalClient, prefix string, max int) *DeadLett
 	if max <= 0 {
 		max = 100_000
 	}
-	base := prefixOr(prefix) + ":{" + prefixOr(prefix) + ":push:dead}"
+	base := keyspace.DeadLetters(prefix)
 	return &DeadLetters{rdb: rdb, hash: base + ":h", idx: base + ":z", max: max}
 }
 

@@ -65,7 +65,7 @@ func NewEndpoints(rdb redis.UniversalClient, prefix string, guard *Guard) *Endpo
 type epKeys struct{ ep, breaker, window string }
 
 func endpointKeys(prefix, workspace, party string) epKeys {
-	base := prefixOr(prefix) + ":{" + prefixOr(prefix) + ":push:" + workspace + ":" + party + "}"
+	base := keyspace.Endpoint(prefix, workspace, party)
 	return epKeys{ep: base + ":ep", breaker: base + ":br", window: base + ":bw"}
 }
 

@@ -63,7 +63,7 @@ func (l *Limiter) Allow(ctx context.Context, workspace, token string, n int) (wa
 		return 0, true, nil
 	}
 	sum := sha1.Sum([]byte(token))
-	base := l.prefix + ":{" + l.prefix + ":rl:" + workspace + "}"
+	base := keyspace.RateLimit(l.prefix, workspace)
 	res, err := gcraScript.Run(ctx, l.rdb, []string{base + ":w", base + ":t:" + hex.EncodeToString(sum[:])},
 		n, wi, wb, ti, tb).Int64Slice()
 	if err != nil {

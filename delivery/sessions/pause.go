@@ -32,7 +32,7 @@ var (
 // PauseKey is the marker of a session paused until a time, under the tag
 // of its journal shard (pause.lua documents it).
 func PauseKey(j *journal.Journal, workspace, party string) string {
-	return j.Tag(j.ShardOf(workspace, party)) + ":pause:" + workspace + ":" + party
+	return j.Keys(j.ShardOf(workspace, party)).Pause(workspace, party)
 }
 
 // IsPauseAlarm reports whether e is a stale or idle alarm about its

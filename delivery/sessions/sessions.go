@@ -77,7 +77,7 @@ func New(rdb redis.UniversalClient, j *journal.Journal, ttl time.Duration) *Regi
 // Key is the hash holding a party's record, under the tag of the journal
 // shard of the party's own subject.
 func Key(j *journal.Journal, workspace, party string) string {
-	return j.Tag(j.ShardOf(workspace, party)) + ":party:" + workspace + ":" + party
+	return j.Keys(j.ShardOf(workspace, party)).Party(workspace, party)
 }
 
 // Get returns the record of a party; a party never recorded comes back

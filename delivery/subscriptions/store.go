@@ -69,14 +69,14 @@ func (s *Store) WithClock(now func() time.Time) *Store {
 }
 
 // tag is the hash-tagged stem of every key of a workspace.
-func (s *Store) tag(ws string) string { return s.prefix + ":{sub:" + ws + "}" }
+func (s *Store) tag(ws string) string { return keyspace.Subscriptions(s.prefix, ws) }
 
 func (s *Store) subsKey(ws string) string          { return s.tag(ws) + ":subs" }
 func (s *Store) ixofKey(ws string) string          { return s.tag(ws) + ":ixof" }
 func (s *Store) ownKey(ws, owner string) string    { return s.tag(ws) + ":own:" + owner }
 func (s *Store) termKey(ws, subject string) string { return s.tag(ws) + ":term:" + subject }
 func (s *Store) ixKey(ws, kind, v string) string   { return s.tag(ws) + ":ix:" + kind + ":" + v }
-func (s *Store) expiryKey() string                 { return s.prefix + ":sub:expiry" }
+func (s *Store) expiryKey() string                 { return keyspace.SubscriptionExpiry(s.prefix) }
 
 // Index kinds.
 const (

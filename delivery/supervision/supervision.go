@@ -118,7 +118,7 @@ func New(rdb redis.UniversalClient, prefix string, dead DeadFunc) *Store {
 	return &Store{rdb: rdb, prefix: prefix, dead: dead}
 }
 
-func (s *Store) tag(ws string) string             { return s.prefix + ":{sup:" + ws + "}" }
+func (s *Store) tag(ws string) string             { return keyspace.Supervision(s.prefix, ws) }
 func (s *Store) ctlKey(ws, session string) string { return s.tag(ws) + ":ctl:" + session }
 func (s *Store) obsKey(ws, session string) string { return s.tag(ws) + ":obs:" + session }
 func (s *Store) settingsKey(ws string) string     { return s.tag(ws) + ":settings" }

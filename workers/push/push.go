@@ -95,10 +95,7 @@ type Config struct {
 // take WAKEGATE_REDIS_PREFIX, so the queue name carries it, and two
 // deployments on one Redis never work each other's pushes.
 func Queue(prefix string) string {
-	if prefix == "" {
-		prefix = keyspace.DefaultPrefix
-	}
-	return prefix + ":push"
+	return keyspace.PushQueue(prefix)
 }
 
 // enqueuer is the part of *asynq.Client the pusher uses.
@@ -445,10 +442,10 @@ func (p *Pusher) enqueue(ctx context.Context, taskID string, pl payload) error {
 // Retried ≥ len(Schedule).
 func (p *Pusher) maxRetry() int { return len(p.cfg.Schedule) + 1 }
 
-func (p *Pusher) sentKey(id string) string { return p.cfg.Prefix + ":push:sent:" + id }
+func (p *Pusher) sentKey(id string) string { return keyspace.PushSent(p.cfg.Prefix, id) }
 
 // bodyKey holds a push's body, by webhook-id, while the push is pending.
-func (p *Pusher) bodyKey(id string) string { return p.cfg.Prefix + ":push:body:" + id }
+func (p *Pusher) bodyKey(id string) string { return keyspace.PushBody(p.cfg.Prefix, id) }
 
 // bodyTTL outlives every attempt of a push: the whole schedule with its
 // jitter, and two days of breaker deferrals and Retry-After waits on top.

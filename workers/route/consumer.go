@@ -104,14 +104,14 @@ func newConsumerMetrics(reg prometheus.Registerer) *consumerMetrics {
 	return m
 }
 
-func (c *Consumer) leaseKey(shard int) string  { return c.j.Tag(shard) + ":lease" }
-func (c *Consumer) epochKey(shard int) string  { return c.j.Tag(shard) + ":epoch" }
+func (c *Consumer) leaseKey(shard int) string  { return c.j.Keys(shard).Lease() }
+func (c *Consumer) epochKey(shard int) string  { return c.j.Keys(shard).Epoch() }
 func (c *Consumer) cursorKey(shard int) string { return cursorKey(c.j, shard) }
 
 // cursorKey is where a shard's routing cursor is kept: the id of the last
 // journal entry routed.
-func cursorKey(j *journal.Journal, shard int) string { return j.Tag(shard) + ":cursor" }
-func (c *Consumer) workersKey() string               { return c.j.Config().Prefix + ":route:workers" }
+func cursorKey(j *journal.Journal, shard int) string { return j.Keys(shard).Cursor() }
+func (c *Consumer) workersKey() string               { return keyspace.RouteWorkers(c.j.Config().Prefix) }
 
 // acquireScript takes a free lease.
 // Its KEYS, ARGV and reply are in acquire.lua.
@@ -505,13 +505,13 @@ func (c *Consumer) safeHandle(ctx context.Context, shard int, e *event.Event) (e
 func (c *Consumer) poison(ctx context.Context, shard int, id, reason string) {
 	c.m.handled.WithLabelValues("poison").Inc()
 	c.log.Error("journal event set aside as poison", "shard", shard, "seq", journal.FormatSeq(shard, id), "reason", reason)
-	_ = c.rdb.XAdd(ctx, &redis.XAddArgs{Stream: c.j.Tag(shard) + ":route:poison", MaxLen: 10000, Approx: true,
+	_ = c.rdb.XAdd(ctx, &redis.XAddArgs{Stream: c.j.Keys(shard).RoutePoison(), MaxLen: 10000, Approx: true,
 		Values: []any{"seq", journal.FormatSeq(shard, id), "reason", reason, "at", time.Now().UnixMilli()}}).Err()
 }
 
 // Poisoned lists the events of a shard set aside, newest last.
 func (c *Consumer) Poisoned(ctx context.Context, shard int) ([]redis.XMessage, error) {
-	return c.rdb.XRange(ctx, c.j.Tag(shard)+":route:poison", "-", "+").Result()
+	return c.rdb.XRange(ctx, c.j.Keys(shard).RoutePoison(), "-", "+").Result()
 }
 
 // Held lists the shards this consumer works now.

@@ -16,7 +16,6 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
-	"strconv"
 	"sync"
 	"time"
 
@@ -118,7 +117,7 @@ func (s *Scheduler) tick(ctx context.Context, j job) {
 // slot key lives two periods, past any process's tick in that slot.
 func (s *Scheduler) claim(ctx context.Context, j job, now time.Time) (bool, error) {
 	slot := now.Truncate(j.period).UnixMilli()
-	key := s.prefix + ":sched:" + j.name + ":" + strconv.FormatInt(slot, 10)
+	key := keyspace.ScheduleClaim(s.prefix, j.name, slot)
 	ok, err := s.rdb.SetNX(ctx, key, s.owner, 2*j.period).Result()
 	if err != nil {
 		return false, fmt.Errorf("claim %s: %w", key, err)

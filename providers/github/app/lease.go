@@ -18,15 +18,15 @@ import (
 // two of them, so they need no shared hash tag.
 type keys struct{ p string }
 
-func (k keys) sweepWatermark() string { return k.p + ":ghapp:sweep:watermark" } // string: unix ms
-func (k keys) sweepLock() string      { return k.p + ":ghapp:sweep:lock" }      // lease: one sweep at a time
+func (k keys) sweepWatermark() string { return keyspace.GitHubApp(k.p) + ":sweep:watermark" } // string: unix ms
+func (k keys) sweepLock() string      { return keyspace.GitHubApp(k.p) + ":sweep:lock" }      // lease: one sweep at a time
 func (k keys) redelivered(guid string) string {
-	return k.p + ":ghapp:redelivered:" + guid // string: when wakegate asked GitHub to redeliver guid
+	return keyspace.GitHubApp(k.p) + ":redelivered:" + guid // string: when wakegate asked GitHub to redeliver guid
 }
-func (k keys) watch() string          { return k.p + ":ghapp:watch" }           // zset: "<ws>\t<repo>\t<n|*>" → ms first watched
-func (k keys) reconcileSince() string { return k.p + ":ghapp:reconcile:since" } // hash: repo → ms of the last tick that covered it
+func (k keys) watch() string          { return keyspace.GitHubApp(k.p) + ":watch" }           // zset: "<ws>\t<repo>\t<n|*>" → ms first watched
+func (k keys) reconcileSince() string { return keyspace.GitHubApp(k.p) + ":reconcile:since" } // hash: repo → ms of the last tick that covered it
 func (k keys) baseline(repo string, n int) string {
-	return fmt.Sprintf("%s:ghapp:baseline:%s#%d", k.p, repo, n) // string: the PR was fetched as a baseline
+	return fmt.Sprintf("%s:baseline:%s#%d", keyspace.GitHubApp(k.p), repo, n) // string: the PR was fetched as a baseline
 }
 
 // ErrBusy is returned when another sweep holds the lease.
