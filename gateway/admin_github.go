@@ -9,15 +9,15 @@ import (
 
 	"github.com/gin-gonic/gin"
 
-	"github.com/wakegate/wakegate/providers/github/app"
+	"github.com/wakegate/wakegate/workers/ghapp"
 )
 
 // The GitHub App side (docs/design.md §11): the on-demand missed-delivery sweep
-// and the baseline fetch of a subscribed PR (package providers/github/app).
+// and the baseline fetch of a subscribed PR (package workers/ghapp).
 
 // githubSweeper asks GitHub to redeliver what never got through.
 type githubSweeper interface {
-	RedeliverFailed(ctx context.Context, since time.Time) (app.Report, error)
+	RedeliverFailed(ctx context.Context, since time.Time) (ghapp.Report, error)
 }
 
 // githubBaseline fetches, once, an exact PR wakegate has never seen when
@@ -56,7 +56,7 @@ func (s *Server) redeliverFailed(c *gin.Context) {
 	}
 	rep, err := s.deps.GitHubSweep.RedeliverFailed(c.Request.Context(), since)
 	switch {
-	case errors.Is(err, app.ErrBusy):
+	case errors.Is(err, ghapp.ErrBusy):
 		abort(c, newProblem(http.StatusConflict, "conflict", "a missed-delivery sweep is already running; retry when it ends"))
 		return
 	case err != nil:

@@ -15,7 +15,7 @@ import (
 
 // The two redeliver routes of docs/design.md §11 (scope operator). Both run in the
 // gateway's process, synchronously, on the code the workers run (wired by
-// cmd/wakegate/stack): the gateway has Redis, and an operator gets what
+// package stack): the gateway has Redis, and an operator gets what
 // was done in the answer rather than a task id to chase.
 
 // RedeliveryRequest is one operator's redelivery.

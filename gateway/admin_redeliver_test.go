@@ -22,10 +22,10 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/redis/go-redis/v9"
 
-	"github.com/wakegate/wakegate/cmd/wakegate/stack"
 	"github.com/wakegate/wakegate/delivery/journal"
 	"github.com/wakegate/wakegate/delivery/redistest"
 	"github.com/wakegate/wakegate/gateway"
+	"github.com/wakegate/wakegate/integration/stack"
 	"github.com/wakegate/wakegate/providers/agent"
 	"github.com/wakegate/wakegate/providers/agent/client"
 	"github.com/wakegate/wakegate/providers/event"
@@ -33,7 +33,7 @@ import (
 
 const rdWebhookSecret = "redeliver-webhook-secret"
 
-// rdEnv is the gateway as serve assembles it (cmd/wakegate/stack) on the
+// rdEnv is the gateway as serve assembles it (package stack) on the
 // test Redis, with or without its workers running.
 type rdEnv struct {
 	t   *testing.T

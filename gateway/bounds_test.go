@@ -11,7 +11,7 @@ import (
 	"time"
 
 	"github.com/wakegate/wakegate/delivery/holds"
-	"github.com/wakegate/wakegate/delivery/push"
+	"github.com/wakegate/wakegate/delivery/outbound"
 	"github.com/wakegate/wakegate/delivery/supervision"
 )
 
@@ -131,7 +131,7 @@ func TestSupervisionEdgesCapped(t *testing.T) {
 // scope): a new scope beyond it is refused with 422 naming the limit;
 // replacing one that exists is not (docs/design.md §10).
 func TestQuietRecordsCapped(t *testing.T) {
-	e := newEpEnv(t, &push.Guard{AllowPrivate: true}, nil)
+	e := newEpEnv(t, &outbound.Guard{AllowPrivate: true}, nil)
 	until := time.Now().Add(time.Hour).UTC()
 	for i := range holds.MaxQuietRecords - 1 {
 		if err := e.holds.SetQuiet(context.Background(), "acme", holds.Quiet{Scope: fmt.Sprintf("human:seeded-%d", i), Until: until, By: "human:gera"}); err != nil {

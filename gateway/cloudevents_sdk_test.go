@@ -17,8 +17,8 @@ import (
 	cehttp "github.com/cloudevents/sdk-go/v2/protocol/http"
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/wakegate/wakegate/cmd/wakegate/stack"
 	"github.com/wakegate/wakegate/delivery/redistest"
+	"github.com/wakegate/wakegate/integration/stack"
 )
 
 // sdkEnv is the stack as serve assembles it, pushes allowed to loopback,

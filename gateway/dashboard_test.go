@@ -120,7 +120,7 @@ func newUIEnv(t *testing.T) *uiEnv {
 	return &uiEnv{env: e, idx: idx, holds: hs}
 }
 
-// fakeReleaser lifts quiet by deleting it (package workers/push would
+// fakeReleaser lifts quiet by deleting it (package workers/tasks would
 // also release its digest).
 type fakeReleaser struct{ hs *holds.Store }
 
@@ -431,7 +431,7 @@ func TestDashboardLive(t *testing.T) {
 func TestDashboardReaderImportsNoWorker(t *testing.T) {
 	deps := goListDeps(t, "../delivery/dashboard")
 	for _, d := range deps {
-		if strings.Contains(d, "/workers/") || strings.HasSuffix(d, "/delivery/push") || strings.HasSuffix(d, "/delivery/escalate") ||
+		if strings.Contains(d, "/workers/") || strings.HasSuffix(d, "/delivery/outbound") || strings.HasSuffix(d, "/delivery/escalate") ||
 			strings.HasSuffix(d, "/gateway") {
 			t.Errorf("package dashboard depends on %s", d)
 		}

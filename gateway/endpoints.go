@@ -9,22 +9,22 @@ import (
 
 	"github.com/gin-gonic/gin"
 
-	"github.com/wakegate/wakegate/delivery/push"
+	"github.com/wakegate/wakegate/delivery/outbound"
 	"github.com/wakegate/wakegate/providers/event"
 )
 
-// endpointStore keeps the push endpoints (package delivery/push).
+// endpointStore keeps the push endpoints (package delivery/outbound).
 type endpointStore interface {
-	Put(ctx context.Context, workspace, party string, p push.Put) (ep push.Endpoint, created, showSecret bool, err error)
-	Get(ctx context.Context, workspace, party string) (*push.Endpoint, error)
+	Put(ctx context.Context, workspace, party string, p outbound.Put) (ep outbound.Endpoint, created, showSecret bool, err error)
+	Get(ctx context.Context, workspace, party string) (*outbound.Endpoint, error)
 	Delete(ctx context.Context, workspace, party string) (bool, error)
 }
 
 // deadLetters lists and redelivers pushes that never got through
-// (package workers/push).
+// (package workers/tasks).
 type deadLetters interface {
-	DeadLetters(ctx context.Context, limit int) ([]push.DeadLetter, int64, error)
-	Redeliver(ctx context.Context, id string) (push.DeadLetter, error)
+	DeadLetters(ctx context.Context, limit int) ([]outbound.DeadLetter, int64, error)
+	Redeliver(ctx context.Context, id string) (outbound.DeadLetter, error)
 }
 
 // endpointRoutes registers the push endpoint routes on v1 and the dead
@@ -74,8 +74,8 @@ type endpointView struct {
 	DisabledReason string     `json:"disabled_reason,omitempty"`
 }
 
-func viewEndpoint(ep push.Endpoint, showSecret bool) endpointView {
-	v := endpointView{Party: ep.Party, URL: ep.URL, Format: ep.Format, Secret: push.MaskSecret(ep.Secret),
+func viewEndpoint(ep outbound.Endpoint, showSecret bool) endpointView {
+	v := endpointView{Party: ep.Party, URL: ep.URL, Format: ep.Format, Secret: outbound.MaskSecret(ep.Secret),
 		CreatedAt: ep.CreatedAt, UpdatedAt: ep.UpdatedAt, Disabled: ep.Disabled(), DisabledReason: ep.DisabledReason}
 	if showSecret {
 		v.Secret = ep.Secret
@@ -113,9 +113,9 @@ func (s *Server) putEndpoint(c *gin.Context) {
 		return
 	}
 	ep, created, show, err := s.deps.Endpoints.Put(c.Request.Context(), workspace, party,
-		push.Put{URL: *req.URL, Format: req.Format, Secret: req.Secret})
+		outbound.Put{URL: *req.URL, Format: req.Format, Secret: req.Secret})
 	switch {
-	case errors.Is(err, push.ErrRefused):
+	case errors.Is(err, outbound.ErrRefused):
 		p := newProblem(http.StatusBadRequest, "endpoint-refused", err.Error())
 		p.Title = "Endpoint address refused"
 		abort(c, p)
@@ -172,7 +172,7 @@ func (s *Server) deleteEndpoint(c *gin.Context) {
 
 // deadLetterView is a dead letter with its body as JSON.
 type deadLetterView struct {
-	push.DeadLetter
+	outbound.DeadLetter
 	Body json.RawMessage `json:"body"`
 }
 
@@ -207,10 +207,10 @@ func (s *Server) listDeadLetters(c *gin.Context) {
 func (s *Server) redeliverDeadLetter(c *gin.Context) {
 	d, err := s.deps.DeadLetters.Redeliver(c.Request.Context(), c.Param("id"))
 	switch {
-	case errors.Is(err, push.ErrNotFound):
+	case errors.Is(err, outbound.ErrNotFound):
 		abort(c, newProblem(http.StatusNotFound, "not-found", "no such dead letter"))
 		return
-	case errors.Is(err, push.ErrEndpointUnavailable):
+	case errors.Is(err, outbound.ErrEndpointUnavailable):
 		abort(c, newProblem(http.StatusConflict, "conflict", "the dead letter's party has no enabled push endpoint; PUT one first"))
 		return
 	case err != nil:

@@ -20,13 +20,13 @@ import (
 	"github.com/wakegate/wakegate/delivery/inbox"
 	"github.com/wakegate/wakegate/delivery/ingest"
 	"github.com/wakegate/wakegate/delivery/journal"
-	"github.com/wakegate/wakegate/delivery/push"
+	"github.com/wakegate/wakegate/delivery/outbound"
 	"github.com/wakegate/wakegate/delivery/redistest"
 	"github.com/wakegate/wakegate/delivery/sessions"
 	"github.com/wakegate/wakegate/delivery/tracker"
 	"github.com/wakegate/wakegate/providers/agent"
 	"github.com/wakegate/wakegate/providers/event"
-	pushw "github.com/wakegate/wakegate/workers/push"
+	"github.com/wakegate/wakegate/workers/tasks"
 )
 
 // epEnv is a gateway with push endpoints and dead letters on real Redis,
@@ -36,7 +36,7 @@ type epEnv struct {
 	url    string
 	prefix string
 	box    *inbox.Inbox
-	p      *pushw.Pusher
+	p      *tasks.Pusher
 	holds  *holds.Store
 }
 
@@ -54,7 +54,7 @@ type netErr struct{ host string }
 
 func (e *netErr) Error() string { return "no such host " + e.host }
 
-func newEpEnv(t *testing.T, guard *push.Guard, schedule []time.Duration) *epEnv {
+func newEpEnv(t *testing.T, guard *outbound.Guard, schedule []time.Duration) *epEnv {
 	t.Helper()
 	rdb, prefix := redistest.New(t)
 	j := journal.New(rdb, journal.Config{Prefix: prefix, Shards: 4})
@@ -63,18 +63,18 @@ func newEpEnv(t *testing.T, guard *push.Guard, schedule []time.Duration) *epEnv 
 		t.Fatal(err)
 	}
 	e := &epEnv{t: t, prefix: prefix, box: inbox.New(rdb, inbox.Config{Prefix: prefix})}
-	endpoints := push.NewEndpoints(rdb, prefix, guard)
+	endpoints := outbound.NewEndpoints(rdb, prefix, guard)
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
-	e.p = pushw.New(rdb, asynq.NewClientFromRedisClient(rdb), e.box, endpoints, log, prometheus.NewRegistry(),
-		pushw.Config{Prefix: prefix, Schedule: schedule, Guard: guard})
+	e.p = tasks.New(rdb, asynq.NewClientFromRedisClient(rdb), e.box, endpoints, log, prometheus.NewRegistry(),
+		tasks.Config{Prefix: prefix, Schedule: schedule, Guard: guard})
 	mux := asynq.NewServeMux()
-	mux.Handle(pushw.TypeDeliver, e.p)
+	mux.Handle(tasks.TypeDeliver, e.p)
 	e.holds = holds.New(rdb, prefix)
-	rel := pushw.NewReleaser(e.p, e.holds, nil)
-	mux.Handle(pushw.TypeRelease, rel)
+	rel := tasks.NewReleaser(e.p, e.holds, nil)
+	mux.Handle(tasks.TypeRelease, rel)
 	srv := asynq.NewServerFromRedisClient(rdb, asynq.Config{Concurrency: 4, Queues: map[string]int{e.p.Queue(): 1},
 		DelayedTaskCheckInterval: 100 * time.Millisecond, TaskCheckInterval: 50 * time.Millisecond,
-		RetryDelayFunc: e.p.RetryDelay, IsFailure: pushw.IsFailure, LogLevel: asynq.FatalLevel})
+		RetryDelayFunc: e.p.RetryDelay, IsFailure: tasks.IsFailure, LogLevel: asynq.FatalLevel})
 	if err := srv.Start(mux); err != nil {
 		t.Fatal(err)
 	}
@@ -145,14 +145,14 @@ func (a epAnswer) want(t *testing.T, what string, status int) epAnswer {
 func (a epAnswer) str(k string) string { s, _ := a.body[k].(string); return s }
 
 func TestEndpointsAPI(t *testing.T) {
-	guard := &push.Guard{Resolver: lookup{"hooks.example": "93.184.215.14", "internal.example": "127.0.0.1"}}
+	guard := &outbound.Guard{Resolver: lookup{"hooks.example": "93.184.215.14", "internal.example": "127.0.0.1"}}
 	e := newEpEnv(t, guard, nil)
 	const path = "/v1/endpoints/session:a"
 	put := func(body string) epAnswer { return e.do(http.MethodPut, path, tws, "session:a", "inbox", body) }
 
 	created := put(`{"url": "https://hooks.example/a"}`).want(t, "create", http.StatusCreated)
 	secret := created.str("secret")
-	if _, err := push.ParseSecret(secret); err != nil || created.str("party") != "session:a" ||
+	if _, err := outbound.ParseSecret(secret); err != nil || created.str("party") != "session:a" ||
 		created.str("url") != "https://hooks.example/a" || created.str("format") != "standard" {
 		t.Fatalf("create: %s", created.raw)
 	}
@@ -218,7 +218,7 @@ func TestEndpointsAPI(t *testing.T) {
 // /admin/dead-letters; POST …/redeliver sends it again, same webhook-id
 // and body, and its 2xx acks the human's entry and clears the record.
 func TestDeadLettersAPI(t *testing.T) {
-	e := newEpEnv(t, &push.Guard{AllowPrivate: true}, []time.Duration{time.Second})
+	e := newEpEnv(t, &outbound.Guard{AllowPrivate: true}, []time.Duration{time.Second})
 	var mu sync.Mutex
 	healthy := false
 	var seen []*http.Request
@@ -250,7 +250,7 @@ func TestDeadLettersAPI(t *testing.T) {
 	if err := e.p.Enqueue(ctx, tws, "human:ops", res, ev); err != nil {
 		t.Fatal(err)
 	}
-	id := push.WebhookID(e.prefix, tws, "human:ops", res.Seq)
+	id := outbound.WebhookID(e.prefix, tws, "human:ops", res.Seq)
 	var list epAnswer
 	deadline := time.Now().Add(15 * time.Second)
 	for {
@@ -294,7 +294,7 @@ func TestDeadLettersAPI(t *testing.T) {
 	if last.Header.Get("webhook-id") != id || lastBody != firstBody {
 		t.Fatalf("redelivered %q %s, want %s and the first body", last.Header.Get("webhook-id"), lastBody, id)
 	}
-	if err := push.Verify(ep.str("secret"), last.Header, []byte(lastBody), time.Now(), 5*time.Minute); err != nil {
+	if err := outbound.Verify(ep.str("secret"), last.Header, []byte(lastBody), time.Now(), 5*time.Minute); err != nil {
 		t.Fatal(err)
 	}
 	deadline = time.Now().Add(10 * time.Second)

@@ -16,7 +16,6 @@ import (
 	"github.com/wakegate/wakegate/delivery/ingest"
 	"github.com/wakegate/wakegate/delivery/journal"
 	"github.com/wakegate/wakegate/delivery/sessions"
-	"github.com/wakegate/wakegate/delivery/tracker"
 	"github.com/wakegate/wakegate/providers/agent"
 	"github.com/wakegate/wakegate/providers/event"
 )
@@ -145,75 +144,32 @@ func tokenKey(c *agent.Claims) string {
 	return k
 }
 
-// resolve does what must happen before the commit, checking everything
-// before writing anything: lineage for new parents (refusing cycles), the
-// repositories of PR claims, existing links (refusing a second claimant),
-// and only then the claims. A claim is idempotent and written before the
-// events are: a push retried after a failed commit claims again harmlessly.
-//
-// A storage failure is answered with failed's problem (logged, counted).
+// resolve is the ingest's resolution before the commit (lineage, PR
+// claims; ingest.Resolver) answered in HTTP: nil items and the problem
+// when the push is refused or a store failed (logged, counted by failed).
 func (s *Server) resolve(ctx context.Context, gc *gin.Context, claims *agent.Claims, prepared []*agent.Prepared, now time.Time) ([]ingest.Item, *problem) {
-	items := make([]ingest.Item, len(prepared))
-	var errs []*agent.EventError
-	for i, p := range prepared {
-		e := p.Event
-		items[i] = ingest.Item{Event: e, Labels: p.Labels, PausedUntil: p.PausedUntil, Reason: p.Reason,
-			Journal: e.Type != event.TypeSessionHeartbeat}
-		if p.Parent != "" {
-			lineage, err := s.deps.Sessions.LineageFor(ctx, e.Workspace, e.SessionID, p.Parent, now)
-			if errors.Is(err, sessions.ErrCycle) {
-				errs = append(errs, &agent.EventError{Index: i, ID: e.ID, Detail: err.Error()})
-				continue
-			}
-			if err != nil {
-				return nil, s.failed(gc, "lineage", err)
-			}
-			items[i].Parent, items[i].Lineage = p.Parent, lineage
-		}
-		if c := p.PROpened; c != nil {
-			if ws, ok := s.cfg.Workspaces.Lookup(c.Repo); !ok || ws != claims.Workspace {
-				return nil, newProblem(http.StatusForbidden, "forbidden",
-					fmt.Sprintf("event %d: repository %s does not map to this workspace", i, c.Repo))
-			}
-			holder, err := s.deps.Linker.Link(ctx, claims.Workspace, c.Repo, c.Number)
-			if err != nil {
-				return nil, s.failed(gc, "pull request link", err)
-			}
-			if holder != "" && holder != e.SessionID {
-				// Claiming again writes only the wakegate.link_conflict record.
-				if _, err := s.deps.Linker.Claim(ctx, claims.Workspace, c.Repo, c.Number, e.SessionID, now); !errors.Is(err, tracker.ErrLinkConflict) {
-					if err == nil {
-						err = errors.New("claim of a linked pull request succeeded")
-					}
-					return nil, s.failed(gc, "pull request claim", err)
-				}
-				return nil, linkConflict(c, holder)
-			}
-		}
-	}
-	if len(errs) > 0 {
-		return nil, eventsProblem(errs)
-	}
-	for _, p := range prepared {
-		if c := p.PROpened; c != nil {
-			holder, err := s.deps.Linker.Claim(ctx, claims.Workspace, c.Repo, c.Number, p.Event.SessionID, now)
-			if errors.Is(err, tracker.ErrLinkConflict) { // claimed meanwhile
-				return nil, linkConflict(c, holder)
-			}
-			if err != nil {
-				return nil, s.failed(gc, "pull request claim", err)
-			}
-		}
+	items, refused, err := s.resolver.Resolve(ctx, claims.Workspace, prepared, now)
+	var step *ingest.StepError
+	var linked *ingest.LinkedError
+	switch {
+	case errors.As(err, &step):
+		return nil, s.failed(gc, step.Step, step.Err)
+	case errors.As(err, &linked):
+		return nil, linkConflict(linked)
+	case err != nil:
+		return nil, s.failed(gc, "events", err)
+	case len(refused) > 0:
+		return nil, eventsProblem(refused)
 	}
 	return items, nil
 }
 
 // linkConflict answers a claim on a PR another session holds; the holder
 // is named when it is of the same workspace.
-func linkConflict(c *agent.PRClaim, holder string) *problem {
-	p := newProblem(http.StatusConflict, "conflict", fmt.Sprintf("%s#%d is linked to another session", c.Repo, c.Number))
-	if holder != "" {
-		p.Holder = "session:" + holder
+func linkConflict(e *ingest.LinkedError) *problem {
+	p := newProblem(http.StatusConflict, "conflict", e.Error())
+	if e.Holder != "" {
+		p.Holder = "session:" + e.Holder
 	}
 	return p
 }

@@ -21,7 +21,7 @@ type holdStore interface {
 }
 
 // holdReleaser lifts quiet with its digest and schedules the ends of
-// quiet and PAUSED (package workers/push).
+// quiet and PAUSED (package workers/tasks).
 type holdReleaser interface {
 	LiftQuiet(ctx context.Context, ws, scope string) ([]holds.Digest, bool, error)
 	ScheduleQuietEnd(ctx context.Context, ws, scope string, until time.Time) error

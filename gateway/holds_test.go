@@ -8,14 +8,14 @@ import (
 
 	"github.com/wakegate/wakegate/delivery/holds"
 	"github.com/wakegate/wakegate/delivery/inbox"
-	"github.com/wakegate/wakegate/delivery/push"
+	"github.com/wakegate/wakegate/delivery/outbound"
 	"github.com/wakegate/wakegate/providers/event"
 )
 
 // TestPresence: PUT /v1/presence attends for "for" (or the default TTL)
 // and records paused_until; GET answers the same; bad input is refused.
 func TestPresence(t *testing.T) {
-	e := newEpEnv(t, &push.Guard{AllowPrivate: true}, nil)
+	e := newEpEnv(t, &outbound.Guard{AllowPrivate: true}, nil)
 	a := e.do(http.MethodPut, "/v1/presence", "acme", "session:s1", "inbox", `{"attended": true, "for": "10m", "reason": "typing"}`).
 		want(t, "attend", http.StatusOK)
 	if a.body["attended"] != true || a.body["paused"] != false || a.str("reason") != "typing" {
@@ -47,7 +47,7 @@ func TestPresence(t *testing.T) {
 // all needs admin or a human: caller and an until ≤ 24 h; DELETE lifts it
 // and answers with the digest of what it held.
 func TestQuietAuthorizationAndLift(t *testing.T) {
-	e := newEpEnv(t, &push.Guard{AllowPrivate: true}, nil)
+	e := newEpEnv(t, &outbound.Guard{AllowPrivate: true}, nil)
 	soon := time.Now().Add(time.Hour).UTC().Format(time.RFC3339)
 	far := time.Now().Add(25 * time.Hour).UTC().Format(time.RFC3339)
 	e.do(http.MethodPut, "/v1/quiet", "acme", "session:s1", "inbox", `{"scope": "self", "reason": "focus"}`).want(t, "self", http.StatusOK)

@@ -23,9 +23,9 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/redis/go-redis/v9"
 
-	"github.com/wakegate/wakegate/cmd/wakegate/stack"
 	"github.com/wakegate/wakegate/delivery/redistest"
 	"github.com/wakegate/wakegate/gateway"
+	"github.com/wakegate/wakegate/integration/stack"
 	"github.com/wakegate/wakegate/providers/agent"
 )
 
@@ -34,7 +34,7 @@ const mcpSecret = "mcp-test-secret"
 // allScopes are every scope a tool may need but admin.
 const allScopes = "inbox subscribe supervise events:push events:read"
 
-// mcpEnv is a gateway as serve assembles it (cmd/wakegate/stack),
+// mcpEnv is a gateway as serve assembles it (package stack),
 // listening on loopback, with the workers routing what it commits.
 type mcpEnv struct {
 	t      *testing.T

@@ -14,11 +14,11 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/wakegate/wakegate/cmd/wakegate/stack"
 	"github.com/wakegate/wakegate/delivery/redistest"
 	"github.com/wakegate/wakegate/gateway"
+	"github.com/wakegate/wakegate/integration/stack"
 	"github.com/wakegate/wakegate/providers/agent"
-	pushw "github.com/wakegate/wakegate/workers/push"
+	"github.com/wakegate/wakegate/workers/tasks"
 )
 
 // TestMonitorNeverShowsEventData (docs/design.md §10): a permission request
@@ -102,12 +102,12 @@ func TestMonitorNeverShowsEventData(t *testing.T) {
 		t.Fatalf("the push body lacks the event's data: %s", b)
 	}
 
-	q := pushw.Queue(prefix)
+	q := tasks.Queue(prefix)
 	basic := func(r *http.Request) { r.SetBasicAuth("operator", opPassword) }
 	var retry string
 	waitUntil(t, "the failed push is listed in the retry queue", func() bool {
 		_, _, retry = request(t, http.MethodGet, srv.URL+"/monitor/api/queues/"+q+"/retry_tasks", basic)
-		return strings.Contains(retry, pushw.TypeDeliver)
+		return strings.Contains(retry, tasks.TypeDeliver)
 	})
 	if !strings.Contains(retry, "session:boss") || !strings.Contains(retry, "webhook_id") {
 		t.Fatalf("the retry queue does not show the push's metadata: %s", retry)

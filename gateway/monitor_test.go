@@ -15,9 +15,9 @@ import (
 	"github.com/golang-jwt/jwt/v5"
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/wakegate/wakegate/cmd/wakegate/stack"
 	"github.com/wakegate/wakegate/delivery/redistest"
 	"github.com/wakegate/wakegate/gateway"
+	"github.com/wakegate/wakegate/integration/stack"
 	"github.com/wakegate/wakegate/providers/agent"
 	"github.com/wakegate/wakegate/providers/github/app"
 	"github.com/wakegate/wakegate/providers/github/app/apptest"
@@ -28,7 +28,7 @@ const (
 	opPassword = "correct horse battery staple"
 )
 
-// operatorEnv is the gateway as serve assembles it (cmd/wakegate/stack),
+// operatorEnv is the gateway as serve assembles it (package stack),
 // so its route list is the binary's.
 func operatorEnv(t *testing.T) (url string, routes gin.RoutesInfo) {
 	t.Helper()

@@ -57,12 +57,6 @@ type Config struct {
 	Now              func() time.Time
 }
 
-// linker claims a PR for the session that opened it (package tracker).
-type linker interface {
-	Link(ctx context.Context, workspace, repo string, number int) (string, error)
-	Claim(ctx context.Context, workspace, repo string, number int, session string, now time.Time) (string, error)
-}
-
 // Deps are what the gateway works with.
 type Deps struct {
 	Log      *slog.Logger
@@ -70,7 +64,7 @@ type Deps struct {
 	Journal  *journal.Journal
 	Ingest   *ingest.Store
 	Sessions *sessions.Registry
-	Linker   linker
+	Linker   ingest.Linker // PR claims (package tracker)
 	Verifier *agent.Verifier
 	Subs     *subscriptions.Store
 	Sup      *supervision.Store
@@ -125,6 +119,7 @@ type Server struct {
 	inflight atomic.Int64
 	bodies   *bodyCounter // unfinished bodies per client address
 	logins   *loginThrottle
+	resolver *ingest.Resolver // lineage and PR claims before a push's commit
 	ready    atomic.Bool
 	stopping chan struct{} // closed when Run begins to stop: long-polls answer at once
 	handler  http.Handler
@@ -180,6 +175,7 @@ func New(cfg Config, deps Deps) (*Server, error) {
 		notifier: journalFanout(deps.Redis, deps.Journal.NotifyChannel(""), deps.Log),
 		bodies:   &bodyCounter{n: map[string]int{}, max: cfg.BodiesPerClient},
 		logins:   newLoginThrottle(cfg.Now),
+		resolver: ingest.NewResolver(deps.Sessions, deps.Linker, cfg.Workspaces),
 	}
 	if deps.Inbox != nil {
 		s.inboxes = inboxFanout(deps.Redis, deps.Inbox, deps.Log)
@@ -227,10 +223,17 @@ func (s *Server) Run(ctx context.Context) error {
 	}
 	s.SetReady(false)
 	close(s.stopping) // open long-polls and streams answer with what they have
-	sctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	sctx, cancel := context.WithTimeout(context.Background(), drainBound)
 	defer cancel()
 	stopNotifier()
 	err = srv.Shutdown(sctx)
+	if errors.Is(err, context.DeadlineExceeded) {
+		// A bounded drain is a normal stop (docs/design.md §11): what is
+		// still open (a client stalled mid-body) is cut.
+		s.log.Warn("drain bound reached; closing the connections still open", "bound", drainBound.String())
+		_ = srv.Close()
+		err = nil
+	}
 	<-notifierDone
 	if s.monitor != nil {
 		_ = s.monitor.Close()
@@ -240,6 +243,10 @@ func (s *Server) Run(ctx context.Context) error {
 	}
 	return err
 }
+
+// drainBound is how long a stopping gateway waits for its requests in
+// flight to finish before it closes what is left.
+const drainBound = 10 * time.Second
 
 const (
 	requestIDKey = "request_id"

@@ -17,7 +17,7 @@ import (
 
 	"github.com/wakegate/wakegate/delivery/inbox"
 	"github.com/wakegate/wakegate/delivery/redistest"
-	pushw "github.com/wakegate/wakegate/workers/push"
+	"github.com/wakegate/wakegate/workers/tasks"
 )
 
 // escReceiver is a push endpoint on loopback that answers 204 and keeps
@@ -110,7 +110,7 @@ func escStep(t *testing.T, what string, prev, next time.Time, after time.Duratio
 func TestEscalation(t *testing.T) {
 	t.Parallel()
 	s := newStack(t, map[string]string{"WAKEGATE_ALLOW_PRIVATE_ENDPOINTS": "true"})
-	queue := pushw.Queue(s.prefix)
+	queue := tasks.Queue(s.prefix)
 	t.Cleanup(func() { // after the process has stopped
 		_ = asynq.NewInspectorFromRedisClient(s.rdb).DeleteQueue(queue, true)
 		redistest.Flush(s.rdb, "asynq:{"+queue+"}")

@@ -32,10 +32,10 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/wakegate/wakegate/delivery/ingest"
-	dpush "github.com/wakegate/wakegate/delivery/push"
+	"github.com/wakegate/wakegate/delivery/outbound"
 	"github.com/wakegate/wakegate/delivery/redistest"
-	pushw "github.com/wakegate/wakegate/workers/push"
 	"github.com/wakegate/wakegate/workers/route"
+	"github.com/wakegate/wakegate/workers/tasks"
 )
 
 // ---- a private redis-server ------------------------------------------------
@@ -654,7 +654,7 @@ func checkPushed(t *testing.T, s *stack, l *faultLoad, fc faultChecks) {
 		}
 		return n, reqs
 	}
-	queue := pushw.Queue(s.prefix)
+	queue := tasks.Queue(s.prefix)
 	leaseKey := "asynq:{" + queue + "}:lease"
 	insp := asynq.NewInspectorFromRedisClient(s.rdb)
 	type lease struct {
@@ -711,7 +711,7 @@ func checkPushed(t *testing.T, s *stack, l *faultLoad, fc faultChecks) {
 		if q.verifyErr != nil {
 			t.Errorf("push %s: signature check failed: %v", q.webhookID, q.verifyErr)
 		}
-		if want := dpush.WebhookID(s.prefix, fc.ws, fc.controller, q.seq); q.webhookID != want {
+		if want := outbound.WebhookID(s.prefix, fc.ws, fc.controller, q.seq); q.webhookID != want {
 			t.Errorf("push of %s at seq %d has webhook-id %s, want %s", q.eventID, q.seq, q.webhookID, want)
 		}
 		if idsOf[q.eventID] == nil {
@@ -860,7 +860,7 @@ func firstReady(samples []readySample, t time.Time) (time.Time, bool) {
 
 // pushQueueState describes the push queue, for a failure message.
 func pushQueueState(s *stack) string {
-	queue := pushw.Queue(s.prefix)
+	queue := tasks.Queue(s.prefix)
 	qi, err := asynq.NewInspectorFromRedisClient(s.rdb).GetQueueInfo(queue)
 	if err != nil {
 		return "push queue: " + err.Error()

@@ -13,7 +13,7 @@ import (
 	"github.com/wakegate/wakegate/delivery/inbox"
 	"github.com/wakegate/wakegate/delivery/redistest"
 	"github.com/wakegate/wakegate/providers/event"
-	pushw "github.com/wakegate/wakegate/workers/push"
+	"github.com/wakegate/wakegate/workers/tasks"
 )
 
 // healthReport is the answer of GET /v1/health/supervision.
@@ -78,7 +78,7 @@ func TestSupervisionHealth(t *testing.T) {
 	const ws = "hw"
 	s := newStack(t, map[string]string{"WAKEGATE_WORKSPACES": "*=" + ws, "WAKEGATE_MAX_TURN": "3s",
 		"WAKEGATE_PR_STUCK_AFTER": "4s", "WAKEGATE_HEALTH_EVERY": "1h"})
-	queue := pushw.Queue(s.prefix)
+	queue := tasks.Queue(s.prefix)
 	insp := asynq.NewInspectorFromRedisClient(s.rdb)
 	t.Cleanup(func() { // after the processes have stopped
 		_ = insp.DeleteQueue(queue, true)

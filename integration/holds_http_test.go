@@ -13,7 +13,7 @@ import (
 	"github.com/hibiken/asynq"
 
 	"github.com/wakegate/wakegate/delivery/redistest"
-	pushw "github.com/wakegate/wakegate/workers/push"
+	"github.com/wakegate/wakegate/workers/tasks"
 )
 
 // hookLog is a push endpoint on loopback that records the entry type of
@@ -77,7 +77,7 @@ type pushStack struct {
 
 func newPushStack(t *testing.T) *pushStack {
 	s := newStack(t, map[string]string{"WAKEGATE_ALLOW_PRIVATE_ENDPOINTS": "true"})
-	ps := &pushStack{stack: s, recv: &hookLog{}, insp: asynq.NewInspectorFromRedisClient(s.rdb), queue: pushw.Queue(s.prefix)}
+	ps := &pushStack{stack: s, recv: &hookLog{}, insp: asynq.NewInspectorFromRedisClient(s.rdb), queue: tasks.Queue(s.prefix)}
 	t.Cleanup(func() { // after the processes have stopped
 		_ = ps.insp.DeleteQueue(ps.queue, true)
 		redistest.Flush(s.rdb, "asynq:{"+ps.queue+"}")
@@ -119,7 +119,7 @@ func (ps *pushStack) settle(t *testing.T) []string {
 // a critical event about a session reaches the human subscriber's
 // endpoint at once, an attention event is not pushed but stays in the
 // human's inbox, and its release is scheduled at the period's end (the
-// digest itself at the end is shown by workers/push
+// digest itself at the end is shown by workers/tasks
 // TestQuietHoursHoldThenOneDigest, on a shifted clock).
 func TestQuietHoursOverHTTP(t *testing.T) {
 	t.Parallel()
@@ -147,24 +147,24 @@ func TestQuietHoursOverHTTP(t *testing.T) {
 		t.Fatalf("human's inbox: %s, want the idle turn end alone", describeEntries(pg.Entries))
 	}
 	// The release of what quiet hours hold is scheduled at the period's end.
-	tasks, err := ps.insp.ListScheduledTasks(ps.queue)
+	scheduled, err := ps.insp.ListScheduledTasks(ps.queue)
 	if err != nil {
 		t.Fatal(err)
 	}
 	found := false
-	for _, task := range tasks {
+	for _, task := range scheduled {
 		var rl struct {
 			Party  string `json:"party"`
 			Reason string `json:"reason"`
 			At     int64  `json:"at"`
 		}
-		if task.Type == pushw.TypeRelease && json.Unmarshal(task.Payload, &rl) == nil &&
+		if task.Type == tasks.TypeRelease && json.Unmarshal(task.Payload, &rl) == nil &&
 			rl.Party == "human:ops" && rl.Reason == "quiet_hours" && rl.At == end.UnixMilli() {
 			found = true
 		}
 	}
 	if !found {
-		t.Fatalf("no holds:release of human:ops at %s among the scheduled tasks %d", end, len(tasks))
+		t.Fatalf("no holds:release of human:ops at %s among the scheduled tasks %d", end, len(scheduled))
 	}
 }
 

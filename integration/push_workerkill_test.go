@@ -14,9 +14,9 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/wakegate/wakegate/delivery/inbox"
-	dpush "github.com/wakegate/wakegate/delivery/push"
+	"github.com/wakegate/wakegate/delivery/outbound"
 	"github.com/wakegate/wakegate/delivery/redistest"
-	pushw "github.com/wakegate/wakegate/workers/push"
+	"github.com/wakegate/wakegate/workers/tasks"
 )
 
 // pushLog is a push endpoint on loopback that records every request and
@@ -50,7 +50,7 @@ func (pl *pushLog) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	secret := pl.secret
 	pl.mu.Unlock()
 	req := pushReq{webhookID: r.Header.Get("webhook-id"), eventID: b.Event.ID, seq: b.Entry.Seq, body: string(body),
-		verifyErr: dpush.Verify(secret, r.Header, body, time.Now(), 5*time.Minute)}
+		verifyErr: outbound.Verify(secret, r.Header, body, time.Now(), 5*time.Minute)}
 	pl.mu.Lock()
 	pl.reqs = append(pl.reqs, req)
 	pl.mu.Unlock()
@@ -109,7 +109,7 @@ func pushWorkerStop(t *testing.T, graceful bool) {
 		"WAKEGATE_ALLOW_PRIVATE_ENDPOINTS": "true",
 		"WAKEGATE_PUSH_RETRY":              "1s,1s,1s",
 	})
-	queue := pushw.Queue(s.prefix)
+	queue := tasks.Queue(s.prefix)
 	t.Cleanup(func() { // runs after the processes' own cleanups have stopped them
 		_ = asynq.NewInspectorFromRedisClient(s.rdb).DeleteQueue(queue, true)
 		redistest.Flush(s.rdb, "asynq:{"+queue+"}")
@@ -217,7 +217,7 @@ func pushWorkerStop(t *testing.T, graceful bool) {
 		if q.verifyErr != nil {
 			t.Errorf("push %s: the receiver's signature check failed: %v", q.webhookID, q.verifyErr)
 		}
-		if want := dpush.WebhookID(s.prefix, ws, boss, q.seq); q.webhookID != want {
+		if want := outbound.WebhookID(s.prefix, ws, boss, q.seq); q.webhookID != want {
 			t.Errorf("push of %s at seq %d has webhook-id %s, want %s", q.eventID, q.seq, q.webhookID, want)
 		}
 		if idsOf[q.eventID] == nil {

@@ -96,3 +96,6 @@ func JournalNotify(prefix string) string { return PrefixOr(prefix) + ":notify:jo
 
 // InboxNotify is the Pub/Sub channel prefix of inbox wake-ups.
 func InboxNotify(prefix string) string { return PrefixOr(prefix) + ":ib:notify:" }
+
+// RouteWorker is the claim of a routing worker's identity.
+func RouteWorker(prefix, name string) string { return PrefixOr(prefix) + ":route:worker:" + name }

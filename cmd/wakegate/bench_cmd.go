@@ -10,7 +10,7 @@ import (
 	"os"
 	"strings"
 
-	"github.com/wakegate/wakegate/cmd/wakegate/bench"
+	"github.com/wakegate/wakegate/integration/bench"
 )
 
 // exitMissed is bench's exit status when a figure missed its target.

@@ -13,8 +13,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/wakegate/wakegate/integration/stack/stacktest"
 	"github.com/wakegate/wakegate/providers/agent/client"
-	"github.com/wakegate/wakegate/providers/agent/client/clienttest"
 	"github.com/wakegate/wakegate/providers/event"
 )
 
@@ -24,7 +24,7 @@ import (
 // the workers derived already is re-derived to nothing; unknown, refused
 // and bad input exit 1 or 2.
 func TestRedeliverCommand(t *testing.T) {
-	g := clienttest.Start(t)
+	g := stacktest.Start(t)
 	op := g.Token("human:ops", "operator")
 	sub := apiClient(t, g.URL, g.Token("session:sub", "inbox subscribe"))
 	if _, err := sub.Subscribe(bg(t), client.SubscriptionRequest{Subjects: []string{"session:pusher"}}); err != nil {
@@ -92,7 +92,7 @@ func TestRedeliverCommand(t *testing.T) {
 		t.Fatalf("webhook: %d %s", resp.StatusCode, b)
 	}
 	reader := apiClient(t, g.URL, g.Token("human:ops", "events:read events:read:any"))
-	clienttest.Eventually(t, 10*time.Second, "the workers derive the delivery", func() (bool, string) {
+	stacktest.Eventually(t, 10*time.Second, "the workers derive the delivery", func() (bool, string) {
 		page, err := reader.Events(bg(t), client.EventsQuery{Types: []string{"github.pull_request.opened"}, Limit: 1000})
 		if err != nil {
 			return false, err.Error()

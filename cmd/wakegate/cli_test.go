@@ -15,8 +15,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/wakegate/wakegate/integration/stack/stacktest"
 	"github.com/wakegate/wakegate/providers/agent/client"
-	"github.com/wakegate/wakegate/providers/agent/client/clienttest"
 	"github.com/wakegate/wakegate/providers/event"
 )
 
@@ -129,7 +129,7 @@ func checkAligned(t *testing.T, out string, cols []string) {
 }
 
 // pushIdle has session w push a turn_ended idle=true (attention).
-func pushIdle(t *testing.T, g *clienttest.Gateway, w, summary string) *event.Event {
+func pushIdle(t *testing.T, g *stacktest.Gateway, w, summary string) *event.Event {
 	t.Helper()
 	e := &event.Event{Type: "session.turn_ended", Summary: summary, Data: json.RawMessage(`{"idle":true}`)}
 	if _, err := apiClient(t, g.URL, g.Token("session:"+w, "events:push")).Push(bg(t), e); err != nil {
@@ -142,7 +142,7 @@ func pushIdle(t *testing.T, g *clienttest.Gateway, w, summary string) *event.Eve
 func waitEntries(t *testing.T, c *client.Client, n int) []client.Entry {
 	t.Helper()
 	var got []client.Entry
-	clienttest.Eventually(t, 10*time.Second, fmt.Sprintf("%d inbox entries", n), func() (bool, string) {
+	stacktest.Eventually(t, 10*time.Second, fmt.Sprintf("%d inbox entries", n), func() (bool, string) {
 		p, err := c.Inbox(bg(t), client.InboxQuery{})
 		if err != nil {
 			return false, err.Error()
@@ -155,7 +155,7 @@ func waitEntries(t *testing.T, c *client.Client, n int) []client.Entry {
 
 func TestInboxCommand(t *testing.T) {
 	t.Parallel()
-	g := clienttest.Start(t)
+	g := stacktest.Start(t)
 	alice := g.Token("human:alice", "inbox subscribe")
 	mustCLI(t, g.URL, alice, "subscribe", "--subjects", "session:w1,session:w2", "--min-priority", "attention")
 	pushIdle(t, g, "w1", "w1 is idle and waits")
@@ -224,7 +224,7 @@ func TestInboxCommand(t *testing.T) {
 
 func TestQuietCommand(t *testing.T) {
 	t.Parallel()
-	g := clienttest.Start(t)
+	g := stacktest.Start(t)
 	human := g.Token("human:gera", everyScope)
 	out := mustCLI(t, g.URL, human, "quiet", "on", "--scope", "all", "--until", "1h", "--reason", "deploy freeze")
 	if !regexp.MustCompile(`^quiet on for all until \d{4}-\d\d-\d\d \d\d:\d\d:\d\dZ — deploy freeze\n$`).MatchString(out) {
@@ -257,7 +257,7 @@ func TestQuietCommand(t *testing.T) {
 
 func TestSubscribeCommands(t *testing.T) {
 	t.Parallel()
-	g := clienttest.Start(t)
+	g := stacktest.Start(t)
 	tok := g.Token("session:boss", "subscribe inbox")
 	out := mustCLI(t, g.URL, tok, "subscribe", "--subjects", "github:org/repo#12", "--types", "github.pull_request.*", "--until", "subject_terminal")
 	m := regexp.MustCompile(`^subscribed (\S+): types=github\.pull_request\.\* subjects=github:org/repo#12 until=subject_terminal\n$`).FindStringSubmatch(out)
@@ -292,7 +292,7 @@ func TestSubscribeCommands(t *testing.T) {
 
 func TestBriefCommand(t *testing.T) {
 	t.Parallel()
-	g := clienttest.Start(t)
+	g := stacktest.Start(t)
 	tok := g.Token("session:boss", everyScope)
 	mustCLI(t, g.URL, tok, "subscribe", "--subjects", "session:w7")
 	pushIdle(t, g, "w7", "w7 finished its turn")
@@ -313,7 +313,7 @@ func TestBriefCommand(t *testing.T) {
 
 func TestEventsTail(t *testing.T) {
 	t.Parallel()
-	g := clienttest.Start(t)
+	g := stacktest.Start(t)
 	reader := g.Token("human:ops", everyScope)
 	w := apiClient(t, g.URL, g.Token("session:w3", "events:push"))
 	var ids []string
@@ -353,13 +353,13 @@ func TestEventsTail(t *testing.T) {
 		done <- runClientCommand(ctx, "events", []string{"tail", "--follow", "-n", "0", "--subjects", "session:w3"},
 			envOf("WAKEGATE_URL", g.URL, "WAKEGATE_TOKEN", reader), &fout, &ferr)
 	}()
-	clienttest.Eventually(t, 10*time.Second, "tail printed the backlog", func() (bool, string) {
+	stacktest.Eventually(t, 10*time.Second, "tail printed the backlog", func() (bool, string) {
 		return strings.Count(fout.String(), "turn_started") == 3, fout.String()
 	})
 	if _, err := w.Push(bg(t), &event.Event{Type: "session.turn_ended", Summary: "followed"}); err != nil {
 		t.Fatal(err)
 	}
-	clienttest.Eventually(t, 10*time.Second, "tail --follow printed the new event", func() (bool, string) {
+	stacktest.Eventually(t, 10*time.Second, "tail --follow printed the new event", func() (bool, string) {
 		return strings.Contains(fout.String(), "followed"), fout.String()
 	})
 	cancel()
@@ -415,7 +415,7 @@ func TestHealthCommand(t *testing.T) {
 
 	// The real gateway: either the route is there (admin reads it) or the
 	// command says it is not.
-	g := clienttest.Start(t)
+	g := stacktest.Start(t)
 	code, _, errs = cliRun(t, g.URL, g.Token("human:ops", everyScope), "health")
 	if code != 0 && !strings.Contains(errs, "does not serve GET /v1/health/supervision") {
 		t.Fatalf("health on the gateway: %d %q", code, errs)
@@ -424,7 +424,7 @@ func TestHealthCommand(t *testing.T) {
 
 func TestUsageAndErrors(t *testing.T) {
 	t.Parallel()
-	down := "http://" + clienttest.FreeAddr(t)
+	down := "http://" + stacktest.FreeAddr(t)
 	for _, tt := range []struct {
 		args   []string
 		token  string

@@ -12,7 +12,7 @@ import (
 	"github.com/wakegate/wakegate/providers/event"
 	"github.com/wakegate/wakegate/providers/github"
 	"github.com/wakegate/wakegate/providers/github/app"
-	pushw "github.com/wakegate/wakegate/workers/push"
+	"github.com/wakegate/wakegate/workers/tasks"
 )
 
 // config is every setting of docs/design.md §12. Each is an environment variable
@@ -52,6 +52,7 @@ type config struct {
 	AllowPrivateEndpoints bool
 	OperatorPassword      string
 	MaxSubscriptions      int
+	WorkerID              string
 	PushRetry             []time.Duration
 }
 
@@ -79,6 +80,7 @@ func settings() []setting {
 	return []setting{
 		{"WAKEGATE_ADDR", ":8080", "HTTP listen address of the gateway (and of serve)", false, str(func(c *config) *string { return &c.Addr })},
 		{"WAKEGATE_WORKER_ADDR", ":9091", "listen address of a worker's /healthz, /readyz and /metrics", false, str(func(c *config) *string { return &c.WorkerAddr })},
+		{"WAKEGATE_WORKER_ID", "", "this worker's identity among the route consumers, kept across restarts so a restarted worker reclaims its shards at once; empty: the host name (a pod's name), with a suffix when another live process on the host holds it", false, str(func(c *config) *string { return &c.WorkerID })},
 		{"WAKEGATE_REDIS_URL", "", "redis://, rediss://, redis+sentinel://…?master_name= or redis+cluster:// URL; empty: serve embeds an in-memory Redis, gateway and worker refuse to start", true, str(func(c *config) *string { return &c.RedisURL })},
 		{"WAKEGATE_REDIS_PREFIX", keyspace.DefaultPrefix, "prefix of every Redis key and channel", false, str(func(c *config) *string { return &c.RedisPrefix })},
 		{"WAKEGATE_INGEST_LIMITS", "workspace=5000/s,token=1000/s", "ingest rate limits per gateway process", false, str(func(c *config) *string { return &c.IngestLimits })},
@@ -152,8 +154,8 @@ func settings() []setting {
 			c.AllowPrivateEndpoints = b
 			return nil
 		}},
-		{"WAKEGATE_PUSH_RETRY", pushw.DefaultSchedule, "delays between push attempts, each ±20 % jitter", false, func(c *config, v string) error {
-			d, err := pushw.ParseSchedule(v)
+		{"WAKEGATE_PUSH_RETRY", tasks.DefaultSchedule, "delays between push attempts, each ±20 % jitter", false, func(c *config, v string) error {
+			d, err := tasks.ParseSchedule(v)
 			c.PushRetry = d
 			return err
 		}},

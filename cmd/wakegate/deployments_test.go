@@ -39,8 +39,8 @@ import (
 	dto "github.com/prometheus/client_model/go"
 	"github.com/redis/go-redis/v9"
 
-	"github.com/wakegate/wakegate/cmd/wakegate/bench"
-	"github.com/wakegate/wakegate/cmd/wakegate/stack"
+	"github.com/wakegate/wakegate/integration/bench"
+	"github.com/wakegate/wakegate/integration/stack"
 	"github.com/wakegate/wakegate/providers/github/app"
 	"github.com/wakegate/wakegate/providers/github/app/apptest"
 )
@@ -227,7 +227,7 @@ func assemble(t *testing.T, p process) assembled {
 		_ = ln.Close()
 		ctx, cancel := context.WithCancel(context.Background())
 		done := make(chan error, 1)
-		go func() { done <- serveAdmin(ctx, addr, rdb, reg, ready, slog.New(slog.DiscardHandler)) }()
+		go func() { done <- serveAdmin(ctx, ctx.Done(), addr, rdb, reg, ready, slog.New(slog.DiscardHandler)) }()
 		t.Cleanup(func() { cancel(); <-done })
 		a.handler = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			var resp *http.Response

@@ -14,8 +14,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/wakegate/wakegate/integration/stack/stacktest"
 	"github.com/wakegate/wakegate/providers/agent/client"
-	"github.com/wakegate/wakegate/providers/agent/client/clienttest"
 	"github.com/wakegate/wakegate/providers/event"
 )
 
@@ -51,7 +51,7 @@ func runHookT(t *testing.T, url, token, stdin string, args ...string) (code int,
 }
 
 // journal reads every event of the workspace, by id.
-func journal(t *testing.T, g *clienttest.Gateway) map[string]event.Event {
+func journal(t *testing.T, g *stacktest.Gateway) map[string]event.Event {
 	t.Helper()
 	c := apiClient(t, g.URL, g.Token("human:ops", everyScope))
 	out := map[string]event.Event{}
@@ -94,7 +94,7 @@ func hookContext(t *testing.T, out string) (eventName, context string) {
 
 // family is a boss session and a child session spawned with a child token
 // (boss is its parent and controller).
-func family(t *testing.T, g *clienttest.Gateway, kid string) (boss *client.Client, bossTok, kidTok string) {
+func family(t *testing.T, g *stacktest.Gateway, kid string) (boss *client.Client, bossTok, kidTok string) {
 	t.Helper()
 	bossTok = g.Token("session:boss", everyScope)
 	boss = apiClient(t, g.URL, bossTok)
@@ -110,20 +110,20 @@ func family(t *testing.T, g *clienttest.Gateway, kid string) (boss *client.Clien
 // stderr.
 func TestHookFailsOpen(t *testing.T) {
 	t.Parallel()
-	g := clienttest.Start(t)
+	g := stacktest.Start(t)
 	failing := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "application/problem+json")
 		w.WriteHeader(http.StatusServiceUnavailable)
 		_, _ = io.WriteString(w, `{"type":"https://wakegate.dev/problems/unavailable","title":"Service unavailable","status":503,"detail":"storage unavailable; retry"}`)
 	}))
 	t.Cleanup(failing.Close)
-	good := clienttest.Token(t, "session:w1", "events:push inbox", time.Hour)
+	good := stacktest.Token(t, "session:w1", "events:push inbox", time.Hour)
 	forged := forgeToken(t, "session:w1")
 	gateways := []struct {
 		name, url, token, want string
 	}{
-		{"unreachable", "http://" + clienttest.FreeAddr(t), good, "gateway unreachable"},
-		{"hanging", clienttest.Hanging(t), good, "gateway unreachable"},
+		{"unreachable", "http://" + stacktest.FreeAddr(t), good, "gateway unreachable"},
+		{"hanging", stacktest.Hanging(t), good, "gateway unreachable"},
 		{"5xx", failing.URL, good, "503 Service unavailable"},
 		{"bad token", g.URL, forged, "401 Unauthenticated"},
 	}
@@ -165,7 +165,7 @@ func TestHookFailsOpen(t *testing.T) {
 			{good, nil, "name the harness event"},
 			{good, []string{"pr-opened", "org/repo"}, "want: wakegate hook pr-opened"},
 			{good, []string{"stop", "--bogus"}, "flag provided but not defined"},
-			{clienttest.Token(t, "human:ops", "events:push", time.Hour), []string{"stop"}, "no session: set WAKEGATE_SESSION"},
+			{stacktest.Token(t, "human:ops", "events:push", time.Hour), []string{"stop"}, "no session: set WAKEGATE_SESSION"},
 		} {
 			code, out, errs := runHookT(t, g.URL, tt.token, "", tt.args...)
 			if code != 0 || out != "" || strings.Count(errs, "\n") != 1 || !strings.Contains(errs, tt.want) {
@@ -182,7 +182,7 @@ func TestHookFailsOpen(t *testing.T) {
 // forgeToken is a token with a valid shape signed by another secret.
 func forgeToken(t *testing.T, sub string) string {
 	t.Helper()
-	tok := clienttest.Token(t, sub, "events:push inbox", time.Hour)
+	tok := stacktest.Token(t, sub, "events:push inbox", time.Hour)
 	return tok[:len(tok)-4] + "AAAA"
 }
 
@@ -191,9 +191,9 @@ func forgeToken(t *testing.T, sub string) string {
 // process's own start, measured first, is allowed on top.)
 func TestHookFailsOpenAsAProcess(t *testing.T) {
 	t.Parallel()
-	hang := clienttest.Hanging(t)
+	hang := stacktest.Hanging(t)
 	env := append(os.Environ(), "WAKEGATE_TEST_AS_BINARY=1", "WAKEGATE_URL="+hang,
-		"WAKEGATE_TOKEN="+clienttest.Token(t, "session:w1", "events:push inbox", time.Hour), "WAKEGATE_STATE_DIR="+t.TempDir())
+		"WAKEGATE_TOKEN="+stacktest.Token(t, "session:w1", "events:push inbox", time.Hour), "WAKEGATE_STATE_DIR="+t.TempDir())
 	limit := 2 * time.Second
 	if raceEnabled {
 		cmd := exec.Command(os.Args[0], "hook", "--help") // starts, prints its help, sends nothing
@@ -235,7 +235,7 @@ func TestHookFailsOpenAsAProcess(t *testing.T) {
 // additional context, then acked; the next prompt prints nothing.
 func TestHookPromptPrintsNoticesOnce(t *testing.T) {
 	t.Parallel()
-	g := clienttest.Start(t)
+	g := stacktest.Start(t)
 	boss, _, kid := family(t, g, "kid")
 	kidC := apiClient(t, g.URL, kid)
 	if _, err := boss.SendMessage(bg(t), "kid", client.Message{Text: "rebase on main before you push", Intent: "control"}); err != nil {
@@ -281,7 +281,7 @@ func TestHookPromptPrintsNoticesOnce(t *testing.T) {
 // second; with an entry waiting, the turn is not idle.
 func TestHookStopWakesTheParentsWait(t *testing.T) {
 	t.Parallel()
-	g := clienttest.Start(t)
+	g := stacktest.Start(t)
 	boss, bossTok, kid := family(t, g, "kid2")
 	done, _ := startWait(t, g.URL, bossTok, "--subject", "session:kid2", "--types", "session.turn_ended", "--timeout", "30s")
 	subscribed(t, boss, 1)
@@ -318,7 +318,7 @@ func TestHookStopWakesTheParentsWait(t *testing.T) {
 // after a compaction the brief, unacked entries included, is the context.
 func TestHookSessionStart(t *testing.T) {
 	t.Parallel()
-	g := clienttest.Start(t)
+	g := stacktest.Start(t)
 	boss, _, kid := family(t, g, "kid3")
 	code, out, errs := runHookT(t, g.URL, kid, `{"session_id":"cc","hook_event_name":"SessionStart","source":"startup","cwd":"/src/app"}`,
 		"session-start", "WAKEGATE_LABELS=team-a,nightly")
@@ -366,7 +366,7 @@ func TestHookSessionStart(t *testing.T) {
 
 func TestHookNotificationAndPROpened(t *testing.T) {
 	t.Parallel()
-	g := clienttest.Start(t)
+	g := stacktest.Start(t)
 	_, _, kid := family(t, g, "kid4")
 	for _, tt := range []struct {
 		stdin, typ, summary string
@@ -416,7 +416,7 @@ func TestHookNotificationAndPROpened(t *testing.T) {
 // re-run after a failure sends the same ids.
 func TestHookIDsAreIdempotent(t *testing.T) {
 	t.Parallel()
-	g := clienttest.Start(t)
+	g := stacktest.Start(t)
 	_, _, kid := family(t, g, "kid6")
 	for range 2 {
 		if code, _, errs := runHookT(t, g.URL, kid, "", "prompt", "--stamp", "1733000000.5"); code != 0 || errs != "" {
@@ -433,7 +433,7 @@ func TestHookIDsAreIdempotent(t *testing.T) {
 		t.Fatalf("two runs with one stamp journaled %d prompt events, want 2", n)
 	}
 
-	down := "http://" + clienttest.FreeAddr(t)
+	down := "http://" + stacktest.FreeAddr(t)
 	if code, _, errs := runHookT(t, down, kid, "", "stop"); code != 0 || !strings.Contains(errs, "unreachable") {
 		t.Fatalf("stop with the gateway down: %d %q", code, errs)
 	}

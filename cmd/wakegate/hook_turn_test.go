@@ -12,8 +12,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/wakegate/wakegate/integration/stack/stacktest"
 	"github.com/wakegate/wakegate/providers/agent/client"
-	"github.com/wakegate/wakegate/providers/agent/client/clienttest"
 )
 
 // hookProc runs `wakegate hook args…` as a process (this test binary as
@@ -77,7 +77,7 @@ func promptInput(prompt string) string {
 // turns it off.
 func TestHookStopBlocksOverWaitingEntries(t *testing.T) {
 	t.Parallel()
-	g := clienttest.Start(t)
+	g := stacktest.Start(t)
 	boss, _, kid := family(t, g, "kid-stop")
 	kc := apiClient(t, g.URL, kid)
 	for _, text := range []string{"the build is red on main", "review #12 before you stop"} {
@@ -152,7 +152,7 @@ func TestHookStopBlocksOverWaitingEntries(t *testing.T) {
 // digest; "resume" is an ordinary prompt.
 func TestHookPromptQuietInOneWord(t *testing.T) {
 	t.Parallel()
-	g := clienttest.Start(t)
+	g := stacktest.Start(t)
 	_, _, kid := family(t, g, "kid-q")
 	ops := apiClient(t, g.URL, g.Token("human:ops", everyScope))
 
@@ -234,7 +234,7 @@ func i4Names(t *testing.T, c *client.Client, session string) (int, bool) {
 // is human:<channel>, and then I4 rightly does.
 func TestHookPromptProvenanceOfAMessage(t *testing.T) {
 	t.Parallel()
-	g := clienttest.Start(t)
+	g := stacktest.Start(t)
 	boss, _, kid := family(t, g, "kid-p")
 	admin := apiClient(t, g.URL, g.Token("human:ops", everyScope))
 	sent, err := boss.SendMessage(bg(t), "kid-p", client.Message{Text: "rebase on main and push", Intent: "control"})

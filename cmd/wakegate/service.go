@@ -15,7 +15,6 @@ import (
 	"path/filepath"
 	"runtime/pprof"
 	"strings"
-	"sync"
 	"time"
 	"unicode/utf8"
 
@@ -25,9 +24,9 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/redis/go-redis/v9"
 
-	"github.com/wakegate/wakegate/cmd/wakegate/stack"
 	"github.com/wakegate/wakegate/delivery/supervision"
 	"github.com/wakegate/wakegate/gateway"
+	"github.com/wakegate/wakegate/integration/stack"
 	"github.com/wakegate/wakegate/providers/agent"
 	"github.com/wakegate/wakegate/providers/event"
 	"github.com/wakegate/wakegate/providers/github"
@@ -92,7 +91,7 @@ func runService(ctx context.Context, role string, args []string, stdout, stderr 
 		PushRetry: cfg.PushRetry, AllowPrivateEndpoints: cfg.AllowPrivateEndpoints,
 		Workspaces: cfg.Workspaces, GitHubApp: cfg.gitHubApp(),
 		MaxTurn: cfg.MaxTurn, PRStuckAfter: cfg.PRStuckAfter, HealthEvery: cfg.HealthEvery,
-		MaxSubscriptions: cfg.MaxSubscriptions,
+		MaxSubscriptions: cfg.MaxSubscriptions, WorkerID: cfg.WorkerID,
 	}, log, reg)
 	if err != nil {
 		return err
@@ -106,16 +105,18 @@ func runService(ctx context.Context, role string, args []string, stdout, stderr 
 		log.Warn("WAKEGATE_ALLOW_PRIVATE_ENDPOINTS is on: pushes may reach loopback and private networks")
 	}
 
-	var run group
+	var components []stack.Component
 	var ready func() error // a worker's own readiness: its consumers are running
 	if role == "serve" || role == "worker" {
-		var components []func(context.Context) error
-		components, ready = st.Workers()
-		for _, c := range components {
-			run.add(c)
-		}
+		var workers []stack.Component
+		workers, ready = st.WorkerComponents()
+		// A worker started while Redis is down waits for it, unready
+		// (docs/design.md §11).
+		components = append(components, stack.AfterRedis(rdb, log, workers)...)
 		if role == "worker" {
-			run.add(func(ctx context.Context) error { return serveAdmin(ctx, cfg.WorkerAddr, rdb, reg, ready, log) })
+			components = append(components, stack.Component{Name: "admin", Stage: stack.StageAdmin, Run: func(actx context.Context) error {
+				return serveAdmin(actx, ctx.Done(), cfg.WorkerAddr, rdb, reg, ready, log)
+			}})
 		}
 	}
 	if role == "serve" || role == "gateway" {
@@ -123,10 +124,12 @@ func runService(ctx context.Context, role string, args []string, stdout, stderr 
 		if err != nil {
 			return err
 		}
-		run.add(gw.Run)
+		components = append(components, stack.Component{Name: "gateway", Stage: stack.StageFront, Run: gw.Run})
 	}
 	log.Info("wakegate started", "role", role, "redis_prefix", cfg.RedisPrefix, "shards", cfg.Shards)
-	err = run.wait(ctx)
+	// The gateway drains first, then the consumers stop, then the queue
+	// (docs/design.md §11).
+	err = stack.Run(ctx, components)
 	log.Info("wakegate stopped", "role", role)
 	return err
 }
@@ -335,12 +338,13 @@ func randomHex(n int) string {
 	return hex.EncodeToString(b)
 }
 
-// serveAdmin serves a worker's /healthz, /readyz and /metrics.
-func serveAdmin(ctx context.Context, addr string, rdb redis.UniversalClient, reg *prometheus.Registry, ready func() error, log *slog.Logger) error {
+// serveAdmin serves a worker's /healthz, /readyz and /metrics until ctx
+// ends; /readyz answers 503 from the moment stopping closes.
+func serveAdmin(ctx context.Context, stopping <-chan struct{}, addr string, rdb redis.UniversalClient, reg *prometheus.Registry, ready func() error, log *slog.Logger) error {
 	mux := http.NewServeMux()
 	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) { fmt.Fprintln(w, `{"status":"ok"}`) })
 	mux.HandleFunc("/readyz", func(w http.ResponseWriter, r *http.Request) {
-		if ctx.Err() != nil || rdb.Ping(r.Context()).Err() != nil || ready() != nil {
+		if isClosed(stopping) || rdb.Ping(r.Context()).Err() != nil || ready() != nil {
 			http.Error(w, `{"status":"unavailable"}`, http.StatusServiceUnavailable)
 			return
 		}
@@ -365,24 +369,12 @@ func serveAdmin(ctx context.Context, addr string, rdb redis.UniversalClient, reg
 	return nil
 }
 
-// group runs components until ctx ends or one fails, then stops them all.
-type group struct{ fns []func(context.Context) error }
-
-func (g *group) add(f func(context.Context) error) { g.fns = append(g.fns, f) }
-
-func (g *group) wait(ctx context.Context) error {
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	var wg sync.WaitGroup
-	errs := make([]error, len(g.fns))
-	for i, f := range g.fns {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			errs[i] = f(ctx)
-			cancel()
-		}()
+// isClosed reports whether ch is closed.
+func isClosed(ch <-chan struct{}) bool {
+	select {
+	case <-ch:
+		return true
+	default:
+		return false
 	}
-	wg.Wait()
-	return errors.Join(errs...)
 }

@@ -14,8 +14,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/wakegate/wakegate/integration/stack/stacktest"
 	"github.com/wakegate/wakegate/providers/agent/client"
-	"github.com/wakegate/wakegate/providers/agent/client/clienttest"
 	"github.com/wakegate/wakegate/providers/event"
 )
 
@@ -56,7 +56,7 @@ func await(t *testing.T, done <-chan waitResult, within time.Duration, what stri
 func subscribed(t *testing.T, c *client.Client, n int) []client.Subscription {
 	t.Helper()
 	var subs []client.Subscription
-	clienttest.Eventually(t, 10*time.Second, fmt.Sprintf("%d subscriptions", n), func() (bool, string) {
+	stacktest.Eventually(t, 10*time.Second, fmt.Sprintf("%d subscriptions", n), func() (bool, string) {
 		var err error
 		subs, err = c.Subscriptions(bg(t))
 		if err != nil {
@@ -69,7 +69,7 @@ func subscribed(t *testing.T, c *client.Client, n int) []client.Subscription {
 
 func TestWaitReturnsOnAMatchingEntry(t *testing.T) {
 	t.Parallel()
-	g := clienttest.Start(t)
+	g := stacktest.Start(t)
 	boss := g.Token("session:boss", "inbox subscribe supervise")
 	bossC := apiClient(t, g.URL, boss)
 	w := apiClient(t, g.URL, g.Token("session:w2", "events:push"))
@@ -123,7 +123,7 @@ func TestWaitReturnsOnAMatchingEntry(t *testing.T) {
 
 func TestWaitTimesOutWithItsExitCode(t *testing.T) {
 	t.Parallel()
-	g := clienttest.Start(t)
+	g := stacktest.Start(t)
 	// 3 s: under a loaded CI machine's -race, a gateway answer that comes
 	// late looks like an outage at a short deadline (exit 1, not 3).
 	done, _ := startWait(t, g.URL, g.Token("session:w3", "inbox subscribe"), "--subject", "github:org/repo#12", "--timeout", "3s")
@@ -135,7 +135,7 @@ func TestWaitTimesOutWithItsExitCode(t *testing.T) {
 		t.Fatalf("stderr %q", r.errs)
 	}
 	// A gateway that never answers until the deadline is an error, not silence.
-	done, _ = startWait(t, "http://"+clienttest.FreeAddr(t), g.Token("session:w3", "inbox subscribe"), "--timeout", "1s")
+	done, _ = startWait(t, "http://"+stacktest.FreeAddr(t), g.Token("session:w3", "inbox subscribe"), "--timeout", "1s")
 	if r := await(t, done, 10*time.Second, "a gateway down throughout"); r.code != exitError ||
 		!strings.Contains(r.errs, "the gateway did not answer before the deadline (1s): gateway unreachable") {
 		t.Fatalf("gateway down: exit %d, %q", r.code, r.errs)
@@ -163,12 +163,12 @@ func TestWaitTimesOutWithItsExitCode(t *testing.T) {
 // retries within its deadline and returns on the entry routed after.
 func TestWaitSurvivesAGatewayRestart(t *testing.T) {
 	t.Parallel()
-	g := clienttest.Start(t)
+	g := stacktest.Start(t)
 	boss := g.Token("session:boss", "inbox subscribe")
 	done, errb := startWait(t, g.URL, boss, "--subject", "session:w4", "--timeout", "60s")
 	subscribed(t, apiClient(t, g.URL, boss), 1)
 	g.Stop()
-	clienttest.Eventually(t, 10*time.Second, "wait notices the gateway is gone", func() (bool, string) {
+	stacktest.Eventually(t, 10*time.Second, "wait notices the gateway is gone", func() (bool, string) {
 		return strings.Contains(errb.String(), "retrying until the deadline"), errb.String()
 	})
 	g.Restart()
@@ -185,7 +185,7 @@ func TestWaitSurvivesAGatewayRestart(t *testing.T) {
 // fixtures) open it and report a passing check at its head.
 func TestWaitOnOwnPRWhileQuietAll(t *testing.T) {
 	t.Parallel()
-	g := clienttest.Start(t)
+	g := stacktest.Start(t)
 	worker := g.Token("session:worker", "events:push inbox subscribe")
 	human := g.Token("human:gera", everyScope)
 	mustCLI(t, g.URL, human, "quiet", "on", "--scope", "all", "--until", "1h", "--reason", "night")
@@ -225,7 +225,7 @@ func readFixture(t *testing.T, rel string) []byte {
 	return b
 }
 
-// sendWebhook delivers a GitHub webhook signed as clienttest's gateway
+// sendWebhook delivers a GitHub webhook signed as stacktest's gateway
 // expects.
 func sendWebhook(t *testing.T, url, eventType, guid string, body []byte) {
 	t.Helper()

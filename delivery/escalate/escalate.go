@@ -9,7 +9,7 @@
 // and arms nothing; an ack takes the entry out. So the state costs one
 // sorted-set member per armed entry (about 134 bytes, measured by
 // inbox.TestMemoryPerEntry), and the timer is one Asynq task per
-// recipient, at its earliest due, not one per entry (workers/push).
+// recipient, at its earliest due, not one per entry (workers/tasks).
 //
 // A check is decided in Go (liveness, endpoints and supervision edges live
 // in other hash slots) and made crash-safe by a claim: before it acts, the

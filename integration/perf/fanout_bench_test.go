@@ -19,21 +19,21 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/redis/go-redis/v9"
 
-	wgstack "github.com/wakegate/wakegate/cmd/wakegate/stack"
 	"github.com/wakegate/wakegate/delivery/ingest"
 	"github.com/wakegate/wakegate/delivery/journal"
-	dpush "github.com/wakegate/wakegate/delivery/push"
+	"github.com/wakegate/wakegate/delivery/outbound"
 	"github.com/wakegate/wakegate/delivery/redistest"
 	"github.com/wakegate/wakegate/delivery/subscriptions"
+	wgstack "github.com/wakegate/wakegate/integration/stack"
 	"github.com/wakegate/wakegate/providers/event"
-	pushw "github.com/wakegate/wakegate/workers/push"
+	"github.com/wakegate/wakegate/workers/tasks"
 )
 
 // BenchmarkFanout is the "one event fanned out to 1,000 recipients
 // with push endpoints (a local receiver): every signed delivery made
 // within 2 s, the cost per recipient the same at 10 and at 1,000".
 //
-// Each sub-benchmark assembles wakegate with cmd/wakegate/stack as serve
+// Each sub-benchmark assembles wakegate with package stack as serve
 // does — the router with pushes and holds, the Asynq server (64 pushes at
 // once) — on a fresh prefix of a private redis-server (AOF everysec, as
 // production runs it; private so that its CPU is ours alone), with
@@ -103,7 +103,7 @@ func (fr *fanReceiver) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	switch {
 	case err != nil || i < 0 || i >= len(fr.secrets):
 		fr.bad = append(fr.bad, "unknown path "+r.URL.Path)
-	case dpush.Verify(fr.secrets[i], r.Header, body, at, time.Minute) != nil:
+	case outbound.Verify(fr.secrets[i], r.Header, body, at, time.Minute) != nil:
 		fr.bad = append(fr.bad, "bad signature on "+r.URL.Path)
 	case fr.rounds[b.Event.ID] == nil:
 		fr.bad = append(fr.bad, "a delivery of no round: "+b.Event.ID)
@@ -127,7 +127,7 @@ func runFanout(b *testing.B, url string, n int) (wallPerRecipient, cpuPerRecipie
 	ctx := context.Background()
 	rdb := newClient(b, url)
 	prefix := redistest.Prefix()
-	queue := pushw.Queue(prefix)
+	queue := tasks.Queue(prefix)
 	b.Cleanup(func() { // after the workers have stopped (registered first, runs last)
 		_ = asynq.NewInspectorFromRedisClient(rdb).DeleteQueue(queue, true)
 		redistest.Flush(rdb, "asynq:{"+queue+"}")
@@ -152,7 +152,7 @@ func runFanout(b *testing.B, url string, n int) (wallPerRecipient, cpuPerRecipie
 	}
 	for i := range n {
 		party := fmt.Sprintf("session:fan-r%04d", i)
-		ep, _, _, err := st.Endpoints.Put(ctx, ws, party, dpush.Put{URL: fmt.Sprintf("%s/r/%d", srv.URL, i)})
+		ep, _, _, err := st.Endpoints.Put(ctx, ws, party, outbound.Put{URL: fmt.Sprintf("%s/r/%d", srv.URL, i)})
 		if err != nil {
 			b.Fatal(err)
 		}

@@ -28,8 +28,6 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/redis/go-redis/v9"
 
-	"github.com/wakegate/wakegate/cmd/wakegate/bench"
-	wgstack "github.com/wakegate/wakegate/cmd/wakegate/stack"
 	"github.com/wakegate/wakegate/delivery/holds"
 	"github.com/wakegate/wakegate/delivery/inbox"
 	"github.com/wakegate/wakegate/delivery/ingest"
@@ -40,11 +38,13 @@ import (
 	"github.com/wakegate/wakegate/delivery/supervision"
 	"github.com/wakegate/wakegate/delivery/tracker"
 	"github.com/wakegate/wakegate/gateway"
+	"github.com/wakegate/wakegate/integration/bench"
+	wgstack "github.com/wakegate/wakegate/integration/stack"
 	"github.com/wakegate/wakegate/providers/agent"
 	"github.com/wakegate/wakegate/providers/event"
 	"github.com/wakegate/wakegate/providers/github"
-	pushw "github.com/wakegate/wakegate/workers/push"
 	"github.com/wakegate/wakegate/workers/route"
+	"github.com/wakegate/wakegate/workers/tasks"
 )
 
 const (
@@ -157,7 +157,7 @@ func newClient(tb testing.TB, url string) *redis.Client {
 	return rdb
 }
 
-// stack is wakegate assembled by cmd/wakegate/stack (imported as wgstack), as serve assembles
+// stack is wakegate assembled by package stack (imported as wgstack), as serve assembles
 // it, on a fresh key prefix that is deleted at cleanup. Its fields name
 // the parts the benchmarks use.
 type stack struct {
@@ -171,9 +171,9 @@ type stack struct {
 	subs     *subscriptions.Store
 	sup      *supervision.Store
 	box      *inbox.Inbox
-	push     *pushw.Pusher
+	push     *tasks.Pusher
 	holds    *holds.Store
-	release  *pushw.Releaser
+	release  *tasks.Releaser
 	gw       *gateway.Server
 	reg      *prometheus.Registry
 }

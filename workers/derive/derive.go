@@ -114,12 +114,28 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 	return m
 }
 
-// Run consumes every ingest shard until ctx is cancelled.
+// Run consumes every ingest shard until ctx is cancelled. A batch read
+// before the stop is finished (within finishBound), and what this
+// consumer still has pending is derived before Run returns, so that no
+// record waits for a peer's relay (docs/design.md §9).
 func (d *Deriver) Run(ctx context.Context) error {
-	for s := range d.store.Shards() {
-		if err := d.ensureGroup(ctx, s); err != nil {
-			return err
+	backoff := newBackoff()
+	for s := 0; s < d.store.Shards() && ctx.Err() == nil; {
+		err := d.ensureGroup(ctx, s)
+		if err == nil {
+			s++
+			continue
 		}
+		if ctx.Err() == nil {
+			// Redis is away (a start before it is up): wait for it.
+			d.log.Warn("create consumer group; will retry", "err", err)
+			backoff.wait(ctx)
+		}
+	}
+	select {
+	case <-ctx.Done():
+		return nil // stopped before the groups were there: nothing was read
+	default:
 	}
 	var wg sync.WaitGroup
 	for s := range d.store.Shards() {
@@ -129,7 +145,47 @@ func (d *Deriver) Run(ctx context.Context) error {
 	wg.Add(1)
 	go func() { defer wg.Done(); d.relayLoop(ctx) }()
 	wg.Wait()
+	d.finishPending()
 	return nil
+}
+
+// finishBound bounds how long a stopping deriver spends finishing the
+// batches it read.
+const finishBound = 5 * time.Second
+
+// finishContext is the context a batch read before a stop is finished with:
+// not cancelled by the stop, bounded by finishBound from it.
+func finishContext(ctx context.Context) (context.Context, context.CancelFunc) {
+	fctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	stop := context.AfterFunc(ctx, func() {
+		t := time.AfterFunc(finishBound, cancel)
+		context.AfterFunc(fctx, func() { t.Stop() })
+	})
+	return fctx, func() { stop(); cancel() }
+}
+
+// finishPending derives, at stop, the records this consumer read but did
+// not finish (a read that answered as the stop came): its own pending
+// entries, which a peer's relay would only take once idle for MinIdle.
+func (d *Deriver) finishPending() {
+	ctx, cancel := context.WithTimeout(context.Background(), finishBound)
+	defer cancel()
+	for s := range d.store.Shards() {
+		res, err := d.rdb.XReadGroup(ctx, &redis.XReadGroupArgs{
+			Group: group, Consumer: d.consumer, Streams: []string{d.store.StreamKey(s), "0"}, Count: batchSize,
+		}).Result()
+		if err != nil {
+			if !errors.Is(err, redis.Nil) && ctx.Err() == nil {
+				d.log.Warn("read pending records at stop; the relay takes them", "shard", s, "err", err)
+			}
+			continue
+		}
+		for _, st := range res {
+			if len(st.Messages) > 0 {
+				d.handle(ctx, s, st.Messages)
+			}
+		}
+	}
 }
 
 func (d *Deriver) ensureGroup(ctx context.Context, shard int) error {
@@ -175,9 +231,11 @@ func (d *Deriver) consume(ctx context.Context, shard int) {
 		}
 		backoff.reset()
 		n := 0
+		// What was read is finished even when the stop comes meanwhile.
+		fctx, release := finishContext(ctx)
 		for _, st := range res {
 			n += len(st.Messages)
-			b := d.prepare(ctx, shard, st.Messages)
+			b := d.prepare(fctx, shard, st.Messages)
 			if finishing != nil {
 				<-finishing
 				finishing = nil
@@ -189,9 +247,16 @@ func (d *Deriver) consume(ctx context.Context, shard int) {
 			finishing = done
 			go func() {
 				defer close(done)
-				d.finish(ctx, b)
+				d.finish(fctx, b)
 			}()
 		}
+		last := finishing
+		go func() {
+			if last != nil {
+				<-last
+			}
+			release()
+		}()
 		if n < lingerBelow {
 			wait(ctx, linger)
 		}

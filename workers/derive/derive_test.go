@@ -247,3 +247,46 @@ func TestIdleStopIsPrompt(t *testing.T) {
 		t.Fatal("did not stop within 5 s")
 	}
 }
+
+// TestStopFinishesWhatWasRead: records a consumer had read when its stop
+// came (a blocking read that answered as it was abandoned) are derived
+// before Run returns, not left pending for a peer's relay (which takes a
+// record only once idle for MinIdle, 15 s).
+func TestStopFinishesWhatWasRead(t *testing.T) {
+	e := newEnv(t)
+	e.commit(t, "g-read", "pull_request", fixture(t, "pull_request/opened.payload.json"))
+	for s := range e.store.Shards() {
+		_ = e.rdb.XGroupCreateMkStream(e.ctx, e.store.StreamKey(s), "derive", "0").Err()
+		if err := e.rdb.XReadGroup(e.ctx, &redis.XReadGroupArgs{Group: "derive", Consumer: derive.ConsumerOf(e.d),
+			Streams: []string{e.store.StreamKey(s), ">"}, Count: 100, Block: -1}).Err(); err != nil && !errors.Is(err, redis.Nil) {
+			t.Fatal(err)
+		}
+	}
+	ctx, cancel := context.WithCancel(e.ctx)
+	done := make(chan error, 1)
+	go func() { done <- e.d.Run(ctx) }()
+	deadline := time.Now().Add(10 * time.Second)
+	for e.d.Healthy() != nil {
+		if time.Now().After(deadline) {
+			t.Fatal("the deriver's consumers did not start within 10s")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	cancel()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("Run did not stop within 10s of cancel")
+	}
+	if n := e.count(t, "github.pull_request.opened"); n != 1 {
+		t.Errorf("the record read before the stop journaled %d times, want 1", n)
+	}
+	for s := range e.store.Shards() {
+		if p, err := e.rdb.XPending(e.ctx, e.store.StreamKey(s), "derive").Result(); err != nil || p.Count != 0 {
+			t.Errorf("shard %d: %v pending after the stop (%v), want none", s, p, err)
+		}
+	}
+}

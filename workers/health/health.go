@@ -16,9 +16,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/redis/go-redis/v9"
 
+	"github.com/wakegate/wakegate/delivery/outbound"
 	"github.com/wakegate/wakegate/keyspace"
-
-	dpush "github.com/wakegate/wakegate/delivery/push"
 
 	"github.com/wakegate/wakegate/delivery/escalate"
 	"github.com/wakegate/wakegate/delivery/inbox"
@@ -110,16 +109,16 @@ type Deps struct {
 	Endpoints endpoints
 	Tracker   prTracker
 	// Escalator schedules a recipient's escalation timer (package
-	// workers/push); nil: unreached entries are reported, not repaired.
+	// workers/tasks); nil: unreached entries are reported, not repaired.
 	Escalator escalator
 	Log       *slog.Logger
 	// Registerer takes the sweep's metrics; nil: a private registry.
 	Registerer prometheus.Registerer
 }
 
-// endpoints reads push endpoints (delivery/push).
+// endpoints reads push endpoints (delivery/outbound).
 type endpoints interface {
-	Get(ctx context.Context, workspace, party string) (*dpush.Endpoint, error)
+	Get(ctx context.Context, workspace, party string) (*outbound.Endpoint, error)
 }
 
 // prTracker reads the PR tracker's state (delivery/tracker).
@@ -128,7 +127,7 @@ type prTracker interface {
 }
 
 // escalator makes sure a recipient's escalation timer runs by the earliest
-// due of its armed entries; idempotent (workers/push.Escalator).
+// due of its armed entries; idempotent (workers/tasks.Escalator).
 type escalator interface {
 	Schedule(ctx context.Context, workspace, party string) error
 }

@@ -18,7 +18,7 @@ import (
 	"github.com/wakegate/wakegate/delivery/inbox"
 	"github.com/wakegate/wakegate/delivery/ingest"
 	"github.com/wakegate/wakegate/delivery/journal"
-	dpush "github.com/wakegate/wakegate/delivery/push"
+	"github.com/wakegate/wakegate/delivery/outbound"
 	"github.com/wakegate/wakegate/delivery/redistest"
 	"github.com/wakegate/wakegate/delivery/sessions"
 	"github.com/wakegate/wakegate/delivery/subscriptions"
@@ -53,7 +53,7 @@ type world struct {
 	subs   *subscriptions.Store
 	sup    *supervision.Store
 	box    *inbox.Inbox
-	eps    *dpush.Endpoints
+	eps    *outbound.Endpoints
 	tr     *tracker.Tracker
 	esc    *fakeEscalator
 	router *route.Router
@@ -102,7 +102,7 @@ func newWorld(t *testing.T, cfg health.Config) *world {
 	j := journal.New(rdb, journal.Config{Prefix: prefix, Shards: 4})
 	w := &world{t: t, ctx: context.Background(), rdb: rdb, prefix: prefix, j: j,
 		reg: sessions.New(rdb, j, ttl), ing: ingest.New(rdb, j), subs: subscriptions.New(rdb, prefix),
-		box: inbox.New(rdb, inbox.Config{Prefix: prefix}), eps: dpush.NewEndpoints(rdb, prefix, &dpush.Guard{AllowPrivate: true}),
+		box: inbox.New(rdb, inbox.Config{Prefix: prefix}), eps: outbound.NewEndpoints(rdb, prefix, &outbound.Guard{AllowPrivate: true}),
 		tr: tracker.New(rdb, j, tracker.Config{}), esc: &fakeEscalator{},
 		t0: time.Now().Truncate(time.Millisecond), cursor: make(journal.Cursor, 4)}
 	w.now = w.t0

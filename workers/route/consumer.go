@@ -1,16 +1,18 @@
 // Package route consumes the journal and routes each event to the parties
 // that must hear it. This file is the consumption: each journal shard is
 // read by exactly one worker at a time, under a Redis lease with a fencing
-// epoch; a worker that dies loses its leases when they expire (TTL ≤ 10 s)
-// and another takes its shards over. More workers own more shards: each
-// takes at most its fair share of the shards while other workers live.
+// epoch, kept by a heartbeat; a worker that dies loses its leases when they
+// expire (TTL 3 s, renewed every second) and another takes its shards
+// over; one restarted under the same identity (identity.go) reclaims them
+// at once. A worker that stops hands over: it releases its leases and
+// leaves the worker set, so a peer takes its shards within a second. More
+// workers own more shards: each takes at most its fair share of the
+// shards while other workers live.
 package route
 
 import (
 	"context"
-	"crypto/rand"
 	_ "embed"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -42,7 +44,8 @@ type Handler func(ctx context.Context, shard int, e *event.Event) error
 
 // ConsumerConfig tunes consumption. Zero values take the defaults.
 type ConsumerConfig struct {
-	LeaseTTL    time.Duration // default 10s
+	LeaseTTL    time.Duration // default 3s; renewed every third of it
+	WorkerID    string        // the identity's base name; default the host name (identity.go)
 	MaxAttempts int           // permanent failures before poison; default 5
 	Batch       int64         // entries read at once; default 100
 	Parallel    int           // subjects of a batch routed at once; default 32
@@ -55,7 +58,8 @@ type Consumer struct {
 	handle  Handler
 	log     *slog.Logger
 	cfg     ConsumerConfig
-	owner   string
+	id      *identity
+	owner   string // the identity held, set by Run
 	m       *consumerMetrics
 	mu      sync.Mutex
 	running map[int]context.CancelFunc // shards this consumer works
@@ -66,7 +70,7 @@ type Consumer struct {
 // NewConsumer returns a consumer; owner names this worker process.
 func NewConsumer(rdb redis.UniversalClient, j *journal.Journal, h Handler, log *slog.Logger, reg prometheus.Registerer, cfg ConsumerConfig) *Consumer {
 	if cfg.LeaseTTL <= 0 {
-		cfg.LeaseTTL = 10 * time.Second
+		cfg.LeaseTTL = 3 * time.Second
 	}
 	if cfg.MaxAttempts <= 0 {
 		cfg.MaxAttempts = 5
@@ -77,10 +81,8 @@ func NewConsumer(rdb redis.UniversalClient, j *journal.Journal, h Handler, log *
 	if cfg.Parallel <= 0 {
 		cfg.Parallel = 32
 	}
-	var b [6]byte
-	_, _ = rand.Read(b[:])
 	return &Consumer{rdb: rdb, j: j, handle: h, log: log.With("component", "route"), cfg: cfg,
-		owner: "w-" + hex.EncodeToString(b[:]), m: newConsumerMetrics(reg), running: map[int]context.CancelFunc{}}
+		id: newIdentity(cfg.WorkerID), m: newConsumerMetrics(reg), running: map[int]context.CancelFunc{}}
 }
 
 type consumerMetrics struct {
@@ -113,7 +115,9 @@ func (c *Consumer) cursorKey(shard int) string { return cursorKey(c.j, shard) }
 func cursorKey(j *journal.Journal, shard int) string { return j.Keys(shard).Cursor() }
 func (c *Consumer) workersKey() string               { return keyspace.RouteWorkers(c.j.Config().Prefix) }
 
-// acquireScript takes a free lease.
+// acquireScript takes a free lease, or one held under the claimant's own
+// identity (a dead predecessor's: an identity is held by one live process
+// at a time, identity.go), with a new epoch that fences the old holder.
 // Its KEYS, ARGV and reply are in acquire.lua.
 //
 //go:embed acquire.lua
@@ -141,19 +145,61 @@ var advanceLua string
 
 var advanceScript = keyspace.NewScript("workers/route/advance.lua", advanceLua)
 
-// Run takes and works shards until ctx is cancelled, then releases them.
+// Run claims a worker identity, then takes and works shards until ctx is
+// cancelled; then it hands over: releases its leases and leaves the worker
+// set, so that peers take its shards at their next heartbeat.
 func (c *Consumer) Run(ctx context.Context) error {
-	tick := time.NewTicker(c.cfg.LeaseTTL / 4)
+	if err := c.claimRetrying(ctx); err != nil {
+		return nil // stopped before Redis answered
+	}
+	tick := time.NewTicker(c.cfg.LeaseTTL / 6)
 	defer tick.Stop()
 	for {
 		c.balance(ctx)
 		select {
 		case <-ctx.Done():
 			c.stopAll()
+			c.leave()
 			return nil
 		case <-tick.C:
 		}
 	}
+}
+
+// claimRetrying claims an identity, retrying with capped backoff while
+// Redis does not answer; it fails only when ctx ends.
+func (c *Consumer) claimRetrying(ctx context.Context) error {
+	backoff := 50 * time.Millisecond
+	for {
+		name, err := c.claim(ctx)
+		if err == nil {
+			c.owner = name
+			c.log.Info("worker identity claimed", "worker_id", name)
+			return nil
+		}
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		c.log.Warn("claim worker identity; will retry", "err", err)
+		sleep(ctx, backoff)
+		backoff = min(2*backoff, 5*time.Second)
+	}
+}
+
+// leave removes this worker from the worker set and frees its identity,
+// after its shards were released: the survivors' share grows at their
+// next heartbeat.
+func (c *Consumer) leave() {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	defer cancel()
+	pipe := c.rdb.Pipeline()
+	pipe.ZRem(ctx, c.workersKey(), c.owner)
+	pipe.EvalSha(ctx, renewScript.Hash(), []string{c.recordKey(c.owner)}, c.id.value, 0, "1")
+	if _, err := pipe.Exec(ctx); err != nil {
+		_ = c.rdb.ZRem(ctx, c.workersKey(), c.owner).Err()
+		_ = renewScript.Run(ctx, c.rdb, []string{c.recordKey(c.owner)}, c.id.value, 0, "1").Err()
+	}
+	c.log.Info("left the worker set; shards handed over", "worker_id", c.owner)
 }
 
 // Healthy reports whether this consumer's heartbeat reached Redis within
@@ -168,6 +214,23 @@ func (c *Consumer) Healthy() error {
 // balance heartbeats this worker and takes free shards up to its share.
 func (c *Consumer) balance(ctx context.Context) {
 	now := time.Now()
+	mine, err := renewScript.Run(ctx, c.rdb, []string{c.recordKey(c.owner)}, c.id.value, identityTTL.Milliseconds(), "0").Int()
+	if err != nil {
+		if ctx.Err() == nil {
+			c.log.Warn("route heartbeat", "err", err)
+		}
+		return
+	}
+	if mine != 1 {
+		// Silent for a whole lease TTL (paused, cut off): another process
+		// took this identity, and with it the leases under it.
+		c.log.Warn("worker identity lost; claiming another", "worker_id", c.owner)
+		c.stopAll()
+		_ = c.rdb.ZRem(ctx, c.workersKey(), c.owner).Err()
+		if c.claimRetrying(ctx) != nil {
+			return
+		}
+	}
 	live, err := c.liveWorkers(ctx, now)
 	if err != nil {
 		if ctx.Err() == nil {
@@ -236,7 +299,9 @@ func (c *Consumer) start(ctx context.Context, shard int, lease string) {
 		c.m.held.Set(float64(len(c.running)))
 		c.mu.Unlock()
 		// Release so a successor need not wait for the TTL.
-		_ = renewScript.Run(context.Background(), c.rdb, []string{c.leaseKey(shard)}, lease, 0, "1").Err()
+		rctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		_ = renewScript.Run(rctx, c.rdb, []string{c.leaseKey(shard)}, lease, 0, "1").Err()
+		cancel()
 	}()
 	c.log.Debug("shard taken", "shard", shard, "lease", lease)
 }

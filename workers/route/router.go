@@ -19,7 +19,7 @@ import (
 	"github.com/wakegate/wakegate/delivery/holds"
 	"github.com/wakegate/wakegate/delivery/inbox"
 	"github.com/wakegate/wakegate/delivery/journal"
-	dpush "github.com/wakegate/wakegate/delivery/push"
+	"github.com/wakegate/wakegate/delivery/outbound"
 	"github.com/wakegate/wakegate/delivery/sessions"
 	"github.com/wakegate/wakegate/delivery/subscriptions"
 	"github.com/wakegate/wakegate/delivery/supervision"
@@ -46,7 +46,7 @@ type Router struct {
 	escalate escalator // nil: no escalation
 }
 
-// escalator keeps the escalation timers (package workers/push, docs/design.md §8):
+// escalator keeps the escalation timers (package workers/tasks, docs/design.md §8):
 // Armed makes sure a recipient's timer runs by its earliest armed due
 // after a delivery armed an entry due at due (zero: not known); idempotent.
 type escalator interface {
@@ -86,7 +86,7 @@ func (r *Router) WithHolds(h holder, rel releaser) *Router {
 }
 
 // pusher enqueues the outbound push of an inbox update that decided a
-// wake, when the party has an endpoint (package workers/push). It must be
+// wake, when the party has an endpoint (package workers/tasks). It must be
 // idempotent on (workspace, party, res.Seq): a re-run of the routing calls
 // it again with the original result.
 type pusher interface {
@@ -94,11 +94,11 @@ type pusher interface {
 }
 
 // prefetcher is a pusher that reads endpoints with what the router reads
-// before it delivers (package workers/push): EnqueueTo is Enqueue with the
+// before it delivers (package workers/tasks): EnqueueTo is Enqueue with the
 // endpoint so read (nil: none).
 type prefetcher interface {
-	QueueEndpoint(ctx context.Context, p redis.Pipeliner, workspace, party string) func() (*dpush.Endpoint, error)
-	EnqueueTo(ctx context.Context, ep *dpush.Endpoint, workspace, party string, res inbox.Result, e *event.Event) error
+	QueueEndpoint(ctx context.Context, p redis.Pipeliner, workspace, party string) func() (*outbound.Endpoint, error)
+	EnqueueTo(ctx context.Context, ep *outbound.Endpoint, workspace, party string, res inbox.Result, e *event.Event) error
 }
 
 // WithPusher makes the router enqueue a push after every delivery that
@@ -485,9 +485,9 @@ func (r *Router) gather(ctx context.Context, e *event.Event, now time.Time) (*sn
 	if r.holds != nil && len(may) > 0 {
 		readStates = r.holds.QueueLookup(ctx, p, e.Workspace, may, now)
 	}
-	var readEndpoints map[string]func() (*dpush.Endpoint, error)
+	var readEndpoints map[string]func() (*outbound.Endpoint, error)
 	if pf, ok := r.push.(prefetcher); ok {
-		readEndpoints = make(map[string]func() (*dpush.Endpoint, error), len(may))
+		readEndpoints = make(map[string]func() (*outbound.Endpoint, error), len(may))
 		for _, party := range may {
 			readEndpoints[party] = pf.QueueEndpoint(ctx, p, e.Workspace, party)
 		}
@@ -511,7 +511,7 @@ func (r *Router) gather(ctx context.Context, e *event.Event, now time.Time) (*sn
 		}
 	}
 	if readEndpoints != nil {
-		v.endpoints = make(map[string]*dpush.Endpoint, len(readEndpoints))
+		v.endpoints = make(map[string]*outbound.Endpoint, len(readEndpoints))
 		for party, read := range readEndpoints {
 			if v.endpoints[party], err = read(); err != nil {
 				return nil, nil, err
@@ -554,7 +554,7 @@ type view struct {
 	event     *event.Event // e, with the lineage routing resolved (see recipients)
 	settings  supervision.Settings
 	states    map[string]holds.State
-	endpoints map[string]*dpush.Endpoint
+	endpoints map[string]*outbound.Endpoint
 }
 
 // deliverAll delivers e into each recipient's inbox, then pushes the

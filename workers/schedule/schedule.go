@@ -75,7 +75,7 @@ func (s *Scheduler) Run(ctx context.Context) error {
 }
 
 func (s *Scheduler) loop(ctx context.Context, j job) {
-	s.tick(ctx, j) // at start too: a fresh deployment need not wait a period
+	s.tick(ctx, j, s.now()) // at start too: a fresh deployment need not wait a period
 	t := time.NewTicker(j.period)
 	defer t.Stop()
 	for {
@@ -83,15 +83,14 @@ func (s *Scheduler) loop(ctx context.Context, j job) {
 		case <-ctx.Done():
 			return
 		case <-t.C:
-			s.tick(ctx, j)
+			s.tick(ctx, j, s.now())
 		}
 	}
 }
 
-// tick claims the job's current slot and, when this process got it, runs
+// tick claims the slot of now and, when this process got it, runs
 // one pass.
-func (s *Scheduler) tick(ctx context.Context, j job) {
-	now := s.now()
+func (s *Scheduler) tick(ctx context.Context, j job, now time.Time) {
 	ok, err := s.claim(ctx, j, now)
 	switch {
 	case err != nil:

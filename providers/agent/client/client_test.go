@@ -16,8 +16,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/wakegate/wakegate/integration/stack/stacktest"
 	"github.com/wakegate/wakegate/providers/agent/client"
-	"github.com/wakegate/wakegate/providers/agent/client/clienttest"
 	"github.com/wakegate/wakegate/providers/event"
 )
 
@@ -64,7 +64,7 @@ func journaled(t *testing.T, c *client.Client, id string) []event.Event {
 
 func TestPushKeepsTheCallersIDAndARepeatIsADuplicate(t *testing.T) {
 	t.Parallel()
-	g := clienttest.Start(t)
+	g := stacktest.Start(t)
 	w := newClient(t, g.URL, g.Token("session:w1", "events:push"))
 	reader := newClient(t, g.URL, g.Token("human:ops", allScopes))
 	ctx := ctxT(t, 10*time.Second)
@@ -101,7 +101,7 @@ func TestPushKeepsTheCallersIDAndARepeatIsADuplicate(t *testing.T) {
 // the journal holds the event once.
 func TestPushRetrySendsTheSameBody(t *testing.T) {
 	t.Parallel()
-	g := clienttest.Start(t)
+	g := stacktest.Start(t)
 	target, _ := url.Parse(g.URL)
 	proxy := httputil.NewSingleHostReverseProxy(target)
 	var mu sync.Mutex
@@ -155,7 +155,7 @@ func TestPushRetrySendsTheSameBody(t *testing.T) {
 
 func TestBatchIsAllOrNothingWithPerEventErrors(t *testing.T) {
 	t.Parallel()
-	g := clienttest.Start(t)
+	g := stacktest.Start(t)
 	w := newClient(t, g.URL, g.Token("session:w3", "events:push"))
 	reader := newClient(t, g.URL, g.Token("human:ops", allScopes))
 	good := &event.Event{Type: "session.turn_started"}
@@ -182,7 +182,7 @@ func TestBatchIsAllOrNothingWithPerEventErrors(t *testing.T) {
 
 func TestProblemsAreTyped(t *testing.T) {
 	t.Parallel()
-	g := clienttest.Start(t)
+	g := stacktest.Start(t)
 	ctx := ctxT(t, 10*time.Second)
 
 	_, err := newClient(t, g.URL, "not-a-token").Inbox(ctx, client.InboxQuery{})
@@ -214,7 +214,7 @@ func TestProblemsAreTyped(t *testing.T) {
 // as it is routed; an ack empties the inbox; the brief reflects both.
 func TestInboxLongPollAckAndBrief(t *testing.T) {
 	t.Parallel()
-	g := clienttest.Start(t)
+	g := stacktest.Start(t)
 	alice := newClient(t, g.URL, g.Token("human:alice", "inbox subscribe"))
 	w := newClient(t, g.URL, g.Token("session:w4", "events:push"))
 	ctx := ctxT(t, 30*time.Second)
@@ -286,7 +286,7 @@ func TestInboxLongPollAckAndBrief(t *testing.T) {
 
 func TestEventsLongPoll(t *testing.T) {
 	t.Parallel()
-	g := clienttest.Start(t)
+	g := stacktest.Start(t)
 	reader := newClient(t, g.URL, g.Token("human:ops", allScopes))
 	w := newClient(t, g.URL, g.Token("session:w5", "events:push"))
 	ctx := ctxT(t, 30*time.Second)
@@ -318,7 +318,7 @@ func TestEventsLongPoll(t *testing.T) {
 
 func TestSubscriptionsSupervisionMessagesPresenceQuietTokens(t *testing.T) {
 	t.Parallel()
-	g := clienttest.Start(t)
+	g := stacktest.Start(t)
 	ctx := ctxT(t, 30*time.Second)
 	boss := newClient(t, g.URL, g.Token("session:boss", allScopes))
 	human := newClient(t, g.URL, g.Token("human:gera", allScopes))
@@ -361,7 +361,7 @@ func TestSubscriptionsSupervisionMessagesPresenceQuietTokens(t *testing.T) {
 	if err != nil || m.ID == "" {
 		t.Fatalf("message: %+v, %v", m, err)
 	}
-	clienttest.Eventually(t, 10*time.Second, "the message in kid's inbox", func() (bool, string) {
+	stacktest.Eventually(t, 10*time.Second, "the message in kid's inbox", func() (bool, string) {
 		p, err := kid.Inbox(ctx, client.InboxQuery{})
 		if err != nil {
 			return false, err.Error()
@@ -413,7 +413,7 @@ func TestSubscriptionsSupervisionMessagesPresenceQuietTokens(t *testing.T) {
 // so with ErrNoHealthRoute on a 404, and reads the report when it is there.
 func TestHealth(t *testing.T) {
 	t.Parallel()
-	g := clienttest.Start(t)
+	g := stacktest.Start(t)
 	ctx := ctxT(t, 10*time.Second)
 	h, err := newClient(t, g.URL, g.Token("human:ops", allScopes)).Health(ctx)
 	switch {
@@ -458,21 +458,21 @@ func TestHealth(t *testing.T) {
 // the caller's deadline even with retries.
 func TestTransportFailures(t *testing.T) {
 	t.Parallel()
-	down := newClient(t, "http://"+clienttest.FreeAddr(t), "t", client.WithRetries(2))
+	down := newClient(t, "http://"+stacktest.FreeAddr(t), "t", client.WithRetries(2))
 	_, err := down.Inbox(ctxT(t, 5*time.Second), client.InboxQuery{})
 	var te *client.TransportError
 	if !errors.As(err, &te) || !client.Temporary(err) || client.StatusOf(err) != 0 {
 		t.Fatalf("unreachable: %#v", err)
 	}
 
-	hang := newClient(t, clienttest.Hanging(t), "t", client.WithRetries(5))
+	hang := newClient(t, stacktest.Hanging(t), "t", client.WithRetries(5))
 	start := time.Now()
 	_, err = hang.Push(ctxT(t, 700*time.Millisecond), &event.Event{Type: "session.turn_started"})
 	if took := time.Since(start); err == nil || took > 1500*time.Millisecond {
 		t.Fatalf("hanging gateway: %v after %s, want an error within the 700 ms deadline", err, took)
 	}
 
-	attempt := newClient(t, clienttest.Hanging(t), "t", client.WithTimeout(200*time.Millisecond), client.WithRetries(0))
+	attempt := newClient(t, stacktest.Hanging(t), "t", client.WithTimeout(200*time.Millisecond), client.WithRetries(0))
 	start = time.Now()
 	_, err = attempt.Brief(context.Background())
 	if took := time.Since(start); !errors.As(err, &te) || took > time.Second {

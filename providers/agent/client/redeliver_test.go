@@ -18,8 +18,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/wakegate/wakegate/integration/stack/stacktest"
 	"github.com/wakegate/wakegate/providers/agent/client"
-	"github.com/wakegate/wakegate/providers/agent/client/clienttest"
 	"github.com/wakegate/wakegate/providers/event"
 )
 
@@ -30,7 +30,7 @@ import (
 // two.
 func TestRedeliverEventRetryIsIdempotent(t *testing.T) {
 	t.Parallel()
-	g := clienttest.Start(t)
+	g := stacktest.Start(t)
 	ctx := ctxT(t, 30*time.Second)
 	sub := newClient(t, g.URL, g.Token("session:sub", "inbox subscribe"))
 	if _, err := sub.Subscribe(ctx, client.SubscriptionRequest{Subjects: []string{"session:pusher"}}); err != nil {
@@ -97,7 +97,7 @@ func TestRedeliverEventRetryIsIdempotent(t *testing.T) {
 // re-derived to nothing; an unknown GUID and an unknown event are 404s.
 func TestRedeliverDelivery(t *testing.T) {
 	t.Parallel()
-	g := clienttest.Start(t)
+	g := stacktest.Start(t)
 	ctx := ctxT(t, 30*time.Second)
 	body, err := os.ReadFile("../../../testdata/github/octokit/pull_request/opened.payload.json")
 	if err != nil {
@@ -123,7 +123,7 @@ func TestRedeliverDelivery(t *testing.T) {
 	}
 	op := newClient(t, g.URL, g.Token("human:ops", "operator"))
 	reader := newClient(t, g.URL, g.Token("human:ops", allScopes))
-	clienttest.Eventually(t, 10*time.Second, "the workers derive the delivery", func() (bool, string) {
+	stacktest.Eventually(t, 10*time.Second, "the workers derive the delivery", func() (bool, string) {
 		n := len(journaled(t, reader, guid))
 		return n == 1, fmt.Sprintf("%d events %s journaled", n, guid)
 	})

@@ -155,7 +155,7 @@ func (c *Client) Repo(ctx context.Context, repo string) (*gh.Client, error) {
 }
 
 func (c *Client) installationOf(ctx context.Context, repo string) (int64, error) {
-	owner, name, ok := splitRepo(repo)
+	owner, name, ok := SplitRepo(repo)
 	if !ok {
 		return 0, fmt.Errorf("repository %q: want org/repo", repo)
 	}
@@ -231,8 +231,8 @@ func (t *tokenTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 	return t.next.RoundTrip(r)
 }
 
-// splitRepo splits "org/repo".
-func splitRepo(repo string) (owner, name string, ok bool) {
+// SplitRepo splits "org/repo".
+func SplitRepo(repo string) (owner, name string, ok bool) {
 	owner, name, ok = strings.Cut(repo, "/")
 	return owner, name, ok && owner != "" && name != "" && !strings.Contains(name, "/")
 }

@@ -10,7 +10,7 @@ import (
 	wgh "github.com/wakegate/wakegate/providers/github"
 )
 
-// closedFact is the fact a pull_request.closed webhook about pr would have
+// ClosedFact is the fact a pull_request.closed webhook about pr would have
 // given: pr, as the REST API returns it, is wrapped in the webhook's
 // envelope and normalized by the webhook path's own Normalize, so the
 // event has the same id (github.pull_request.closed from subject and
@@ -20,7 +20,7 @@ import (
 // repo is the watched "org/repo"; the repository's full name GitHub gives
 // in the PR's base wins, as a webhook's repository.full_name would, so
 // the subject and source match in case too.
-func closedFact(pr *gh.PullRequest, repo string) (*wgh.Fact, error) {
+func ClosedFact(pr *gh.PullRequest, repo string) (*wgh.Fact, error) {
 	if pr == nil || pr.GetState() != "closed" || pr.ClosedAt == nil {
 		return nil, fmt.Errorf("pull request #%d of %s is not closed", pr.GetNumber(), repo)
 	}

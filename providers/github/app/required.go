@@ -163,7 +163,7 @@ func (r *Required) refresh(k requiredKey, e *requiredEntry) {
 
 // fetch reads branch protection and the rules for the branch.
 func (r *Required) fetch(ctx context.Context, repo, base string) ([]string, error) {
-	owner, name, ok := splitRepo(repo)
+	owner, name, ok := SplitRepo(repo)
 	if !ok {
 		return nil, fmt.Errorf("repository %q: want org/repo", repo)
 	}

@@ -1,0 +1,142 @@
+package ghapp
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	dto "github.com/prometheus/client_model/go"
+	"github.com/redis/go-redis/v9"
+
+	"github.com/wakegate/wakegate/delivery/journal"
+	"github.com/wakegate/wakegate/delivery/redistest"
+	"github.com/wakegate/wakegate/providers/event"
+	"github.com/wakegate/wakegate/providers/github/app"
+	"github.com/wakegate/wakegate/providers/github/app/apptest"
+)
+
+// The tests run on real Redis (redistest, a fresh key prefix per test)
+// against apptest's fake GitHub API, which fails the test on any request
+// GitHub would refuse for its credentials.
+
+// newTestClient is a client of the fake's App.
+func newTestClient(t *testing.T, g *apptest.GitHub) *app.Client {
+	t.Helper()
+	_, pem := apptest.Key()
+	c, err := app.NewClient(app.Config{AppID: apptest.AppID, PrivateKey: pem, APIURL: g.URL})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+// logBuffer collects JSON logs, safe for concurrent writers.
+type logBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *logBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *logBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}
+
+func newLog() (*slog.Logger, *logBuffer) {
+	buf := &logBuffer{}
+	return slog.New(slog.NewJSONHandler(buf, &slog.HandlerOptions{Level: slog.LevelDebug})), buf
+}
+
+// assertNoSecrets fails when the logs carry the App key or any JWT or
+// token the fake saw or issued.
+func assertNoSecrets(t *testing.T, logs string, g *apptest.GitHub) {
+	t.Helper()
+	_, pem := apptest.Key()
+	body := strings.Split(string(pem), "\n")[1] // a line of the key's base64
+	if strings.Contains(logs, body) {
+		t.Error("the logs carry the App private key")
+	}
+	creds := g.Credentials()
+	if len(creds) == 0 {
+		t.Fatal("no credential was used: the check proves nothing")
+	}
+	for _, c := range creds {
+		if strings.Contains(logs, c) {
+			t.Errorf("the logs carry a credential (%.12s…)", c)
+		}
+	}
+}
+
+// redisEnv is a Redis client and prefix for one test.
+type redisEnv struct {
+	rdb    *redis.Client
+	prefix string
+	reg    *prometheus.Registry
+}
+
+func newRedisEnv(t *testing.T) redisEnv {
+	t.Helper()
+	rdb, prefix := redistest.New(t)
+	return redisEnv{rdb: rdb, prefix: prefix, reg: prometheus.NewRegistry()}
+}
+
+// journaled returns every event of the journal, shard by shard.
+func journaled(t *testing.T, rdb redis.UniversalClient, j *journal.Journal) []*event.Event {
+	t.Helper()
+	var out []*event.Event
+	for s := range j.Config().Shards {
+		msgs, err := rdb.XRange(context.Background(), j.StreamKey(s), "-", "+").Result()
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, m := range msgs {
+			var e event.Event
+			if err := json.Unmarshal([]byte(m.Values["e"].(string)), &e); err != nil {
+				t.Fatal(err)
+			}
+			out = append(out, &e)
+		}
+	}
+	return out
+}
+
+// closedFixture is the derived fixture of a merge webhook
+// (pull_request.closed with merged: true; Codertocat/Hello-World#2, base
+// master), its closed_at, merged_at and updated_at moved to at.
+func closedFixture(t *testing.T, at time.Time) []byte {
+	t.Helper()
+	path := filepath.Join("..", "..", "testdata", "github", "derived", "pull_request.closed.merged.json")
+	raw, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatalf("the GitHub fixture is required: %v", err)
+	}
+	const was = "2019-05-15T15:21:18Z"
+	if !bytes.Contains(raw, []byte(`"closed_at": "`+was+`"`)) {
+		t.Fatalf("%s: closed_at is no longer %s", path, was)
+	}
+	return bytes.ReplaceAll(raw, []byte(was), []byte(at.UTC().Format(time.RFC3339)))
+}
+
+// counterValue reads a counter.
+func counterValue(t *testing.T, c prometheus.Counter) float64 {
+	t.Helper()
+	var m dto.Metric
+	if err := c.Write(&m); err != nil {
+		t.Fatal(err)
+	}
+	return m.GetCounter().GetValue()
+}
