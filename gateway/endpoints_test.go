@@ -72,7 +72,7 @@ func newEpEnv(t *testing.T, guard *outbound.Guard, schedule []time.Duration) *ep
 	e.holds = holds.New(rdb, prefix)
 	rel := tasks.NewReleaser(e.p, e.holds, nil)
 	mux.Handle(tasks.TypeRelease, rel)
-	srv := asynq.NewServerFromRedisClient(rdb, asynq.Config{Concurrency: 4, Queues: map[string]int{e.p.Queue(): 1},
+	srv := asynq.NewServerFromRedisClient(rdb, asynq.Config{Concurrency: 4, Queues: queueMap(e.p.Queues()),
 		DelayedTaskCheckInterval: 100 * time.Millisecond, TaskCheckInterval: 50 * time.Millisecond,
 		RetryDelayFunc: e.p.RetryDelay, IsFailure: tasks.IsFailure, LogLevel: asynq.FatalLevel})
 	if err := srv.Start(mux); err != nil {
@@ -80,8 +80,10 @@ func newEpEnv(t *testing.T, guard *outbound.Guard, schedule []time.Duration) *ep
 	}
 	t.Cleanup(func() {
 		srv.Shutdown()
-		_ = asynq.NewInspectorFromRedisClient(rdb).DeleteQueue(e.p.Queue(), true)
-		redistest.Flush(rdb, "asynq:{"+e.p.Queue()+"}") // the stats DeleteQueue leaves
+		for _, q := range e.p.Queues() {
+			_ = asynq.NewInspectorFromRedisClient(rdb).DeleteQueue(q, true)
+			redistest.Flush(rdb, "asynq:{"+q+"}") // the stats DeleteQueue leaves
+		}
 	})
 	s, err := New(Config{WebhookSecrets: [][]byte{[]byte(testSecret)}}, Deps{
 		Log: log, Redis: rdb, Journal: j, Ingest: ingest.New(rdb, j), Sessions: sessions.New(rdb, j, time.Minute),
@@ -309,4 +311,13 @@ func TestDeadLettersAPI(t *testing.T) {
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
+}
+
+// queueMap gives every queue priority 1, as the worker's server does.
+func queueMap(queues []string) map[string]int {
+	m := map[string]int{}
+	for _, q := range queues {
+		m[q] = 1
+	}
+	return m
 }

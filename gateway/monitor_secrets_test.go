@@ -102,7 +102,7 @@ func TestMonitorNeverShowsEventData(t *testing.T) {
 		t.Fatalf("the push body lacks the event's data: %s", b)
 	}
 
-	q := tasks.Queue(prefix)
+	q := st.Push.QueueOf("default", "session:boss") // the queue of the boss's pushes
 	basic := func(r *http.Request) { r.SetBasicAuth("operator", opPassword) }
 	var retry string
 	waitUntil(t, "the failed push is listed in the retry queue", func() bool {

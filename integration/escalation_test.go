@@ -13,11 +13,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/hibiken/asynq"
-
 	"github.com/wakegate/wakegate/delivery/inbox"
-	"github.com/wakegate/wakegate/delivery/redistest"
-	"github.com/wakegate/wakegate/workers/tasks"
 )
 
 // escReceiver is a push endpoint on loopback that answers 204 and keeps
@@ -110,11 +106,7 @@ func escStep(t *testing.T, what string, prev, next time.Time, after time.Duratio
 func TestEscalation(t *testing.T) {
 	t.Parallel()
 	s := newStack(t, map[string]string{"WAKEGATE_ALLOW_PRIVATE_ENDPOINTS": "true"})
-	queue := tasks.Queue(s.prefix)
-	t.Cleanup(func() { // after the process has stopped
-		_ = asynq.NewInspectorFromRedisClient(s.rdb).DeleteQueue(queue, true)
-		redistest.Flush(s.rdb, "asynq:{"+queue+"}")
-	})
+	t.Cleanup(func() { dropPushQueues(s.rdb, s.prefix) }) // after the process has stopped
 	recv := &escReceiver{}
 	srv := httptest.NewServer(recv)
 	t.Cleanup(srv.Close)

@@ -35,7 +35,6 @@ import (
 	"github.com/wakegate/wakegate/delivery/outbound"
 	"github.com/wakegate/wakegate/delivery/redistest"
 	"github.com/wakegate/wakegate/workers/route"
-	"github.com/wakegate/wakegate/workers/tasks"
 )
 
 // ---- a private redis-server ------------------------------------------------
@@ -654,7 +653,7 @@ func checkPushed(t *testing.T, s *stack, l *faultLoad, fc faultChecks) {
 		}
 		return n, reqs
 	}
-	queue := tasks.Queue(s.prefix)
+	queue := pushQueueOf(s.prefix, fc.ws, fc.controller) // every push here is to the controller
 	leaseKey := "asynq:{" + queue + "}:lease"
 	insp := asynq.NewInspectorFromRedisClient(s.rdb)
 	type lease struct {
@@ -860,15 +859,16 @@ func firstReady(samples []readySample, t time.Time) (time.Time, bool) {
 
 // pushQueueState describes the push queue, for a failure message.
 func pushQueueState(s *stack) string {
-	queue := tasks.Queue(s.prefix)
-	qi, err := asynq.NewInspectorFromRedisClient(s.rdb).GetQueueInfo(queue)
+	qi, err := pushQueueInfo(asynq.NewInspectorFromRedisClient(s.rdb), s.prefix)
 	if err != nil {
 		return "push queue: " + err.Error()
 	}
-	leases, _ := s.rdb.ZRangeWithScores(bg(), "asynq:{"+queue+"}:lease", 0, -1).Result()
 	var ls []string
-	for _, z := range leases {
-		ls = append(ls, fmt.Sprintf("%v@%s", z.Member, time.Unix(int64(z.Score), 0).Format("15:04:05")))
+	for _, queue := range pushQueues(s.prefix) {
+		leases, _ := s.rdb.ZRangeWithScores(bg(), "asynq:{"+queue+"}:lease", 0, -1).Result()
+		for _, z := range leases {
+			ls = append(ls, fmt.Sprintf("%v@%s", z.Member, time.Unix(int64(z.Score), 0).Format("15:04:05")))
+		}
 	}
 	return fmt.Sprintf("push queue: pending %d active %d scheduled %d retry %d archived %d; leases %v",
 		qi.Pending, qi.Active, qi.Scheduled, qi.Retry, qi.Archived, ls)

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -11,9 +12,7 @@ import (
 	"github.com/hibiken/asynq"
 
 	"github.com/wakegate/wakegate/delivery/inbox"
-	"github.com/wakegate/wakegate/delivery/redistest"
 	"github.com/wakegate/wakegate/providers/event"
-	"github.com/wakegate/wakegate/workers/tasks"
 )
 
 // healthReport is the answer of GET /v1/health/supervision.
@@ -78,12 +77,8 @@ func TestSupervisionHealth(t *testing.T) {
 	const ws = "hw"
 	s := newStack(t, map[string]string{"WAKEGATE_WORKSPACES": "*=" + ws, "WAKEGATE_MAX_TURN": "3s",
 		"WAKEGATE_PR_STUCK_AFTER": "4s", "WAKEGATE_HEALTH_EVERY": "1h"})
-	queue := tasks.Queue(s.prefix)
 	insp := asynq.NewInspectorFromRedisClient(s.rdb)
-	t.Cleanup(func() { // after the processes have stopped
-		_ = insp.DeleteQueue(queue, true)
-		redistest.Flush(s.rdb, "asynq:{"+queue+"}")
-	})
+	t.Cleanup(func() { dropPushQueues(s.rdb, s.prefix) }) // after the processes have stopped
 	p := s.start("serve", "serve", nil)
 	c := s.client(p)
 	admin := s.token(t, "human:admin", ws, "admin")
@@ -149,8 +144,17 @@ func TestSupervisionHealth(t *testing.T) {
 	}
 	// ghost's escalation timer is lost (a Redis failover, say): every
 	// scheduled task of the push queue is gone, its entry stays armed.
-	if _, err := insp.DeleteAllScheduledTasks(queue); err != nil {
+	known, err := insp.Queues()
+	if err != nil {
 		t.Fatal(err)
+	}
+	for _, q := range pushQueues(s.prefix) {
+		if !slices.Contains(known, q) {
+			continue // nothing was ever enqueued on it
+		}
+		if _, err := insp.DeleteAllScheduledTasks(q); err != nil {
+			t.Fatal(err)
+		}
 	}
 	if n := s.rdb.ZCard(bg(), inbox.EscalationKey(s.prefix, ws, "session:ghost")).Val(); n != 1 {
 		t.Fatalf("ghost has %d armed entries, want kid's turn end", n)

@@ -12,7 +12,6 @@ import (
 
 	"github.com/hibiken/asynq"
 
-	"github.com/wakegate/wakegate/delivery/redistest"
 	"github.com/wakegate/wakegate/workers/tasks"
 )
 
@@ -72,16 +71,12 @@ type pushStack struct {
 	recv  *hookLog
 	url   string
 	insp  *asynq.Inspector
-	queue string
 }
 
 func newPushStack(t *testing.T) *pushStack {
 	s := newStack(t, map[string]string{"WAKEGATE_ALLOW_PRIVATE_ENDPOINTS": "true"})
-	ps := &pushStack{stack: s, recv: &hookLog{}, insp: asynq.NewInspectorFromRedisClient(s.rdb), queue: tasks.Queue(s.prefix)}
-	t.Cleanup(func() { // after the processes have stopped
-		_ = ps.insp.DeleteQueue(ps.queue, true)
-		redistest.Flush(s.rdb, "asynq:{"+ps.queue+"}")
-	})
+	ps := &pushStack{stack: s, recv: &hookLog{}, insp: asynq.NewInspectorFromRedisClient(s.rdb)}
+	t.Cleanup(func() { dropPushQueues(s.rdb, s.prefix) }) // after the processes have stopped
 	srv := httptest.NewServer(ps.recv)
 	t.Cleanup(srv.Close)
 	ps.url = srv.URL + "/hook"
@@ -105,9 +100,9 @@ func (ps *pushStack) settle(t *testing.T) []string {
 	t.Helper()
 	ps.routed(t, false)
 	waitFor(t, 20*time.Second, "every push due now sent", func() (bool, string) {
-		qi, err := ps.insp.GetQueueInfo(ps.queue)
-		if err != nil { // no queue yet: nothing was ever enqueued
-			return true, ""
+		qi, err := pushQueueInfo(ps.insp, ps.prefix)
+		if err != nil {
+			return false, err.Error()
 		}
 		n := qi.Pending + qi.Active + qi.Retry
 		return n == 0, fmt.Sprintf("%d pending, %d active, %d retrying", qi.Pending, qi.Active, qi.Retry)
@@ -147,7 +142,7 @@ func TestQuietHoursOverHTTP(t *testing.T) {
 		t.Fatalf("human's inbox: %s, want the idle turn end alone", describeEntries(pg.Entries))
 	}
 	// The release of what quiet hours hold is scheduled at the period's end.
-	scheduled, err := ps.insp.ListScheduledTasks(ps.queue)
+	scheduled, err := ps.insp.ListScheduledTasks(pushQueueOf(ps.prefix, "default", "human:ops"))
 	if err != nil {
 		t.Fatal(err)
 	}

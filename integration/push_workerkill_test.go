@@ -15,8 +15,6 @@ import (
 
 	"github.com/wakegate/wakegate/delivery/inbox"
 	"github.com/wakegate/wakegate/delivery/outbound"
-	"github.com/wakegate/wakegate/delivery/redistest"
-	"github.com/wakegate/wakegate/workers/tasks"
 )
 
 // pushLog is a push endpoint on loopback that records every request and
@@ -109,11 +107,8 @@ func pushWorkerStop(t *testing.T, graceful bool) {
 		"WAKEGATE_ALLOW_PRIVATE_ENDPOINTS": "true",
 		"WAKEGATE_PUSH_RETRY":              "1s,1s,1s",
 	})
-	queue := tasks.Queue(s.prefix)
-	t.Cleanup(func() { // runs after the processes' own cleanups have stopped them
-		_ = asynq.NewInspectorFromRedisClient(s.rdb).DeleteQueue(queue, true)
-		redistest.Flush(s.rdb, "asynq:{"+queue+"}")
-	})
+	queue := pushQueueOf(s.prefix, ws, boss)              // every push here is to boss
+	t.Cleanup(func() { dropPushQueues(s.rdb, s.prefix) }) // runs after the processes' own cleanups have stopped them
 	recv := &pushLog{hold: 300 * time.Millisecond}
 	srv := httptest.NewServer(recv)
 	t.Cleanup(srv.Close)

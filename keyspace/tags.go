@@ -73,8 +73,15 @@ func PushSent(prefix, id string) string { return PrefixOr(prefix) + ":push:sent:
 // PushBody is a push's body awaiting its attempts.
 func PushBody(prefix, id string) string { return PrefixOr(prefix) + ":push:body:" + id }
 
-// PushQueue is the Asynq queue of pushes, hold releases and escalations.
-func PushQueue(prefix string) string { return PrefixOr(prefix) + ":push" }
+// PushQueue is Asynq queue k of pushes, hold releases and escalations:
+// queue 0 keeps the single queue's name of earlier versions, "<p>:push";
+// queue k > 0 is "<p>:push:<k>".
+func PushQueue(prefix string, k int) string {
+	if k == 0 {
+		return PrefixOr(prefix) + ":push"
+	}
+	return PrefixOr(prefix) + ":push:" + strconv.Itoa(k)
+}
 
 // ScheduleClaim is the claim of a periodic job's slot.
 func ScheduleClaim(prefix, job string, slot int64) string {

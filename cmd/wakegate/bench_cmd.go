@@ -39,6 +39,7 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	fs.IntVar(&o.Workers, "workers", 1, "worker processes to start")
 	fs.BoolVar(&o.Scale, "scale", false, "run the scenario with 1 and 2 gateways × 1 and 2 workers, side by side")
 	fs.StringVar(&o.RedisURL, "redis-url", "", "Redis to run on, under a fresh key prefix deleted at the end (default: start a private redis-server with AOF everysec)")
+	fs.BoolVar(&o.RedisCluster, "redis-cluster", false, "start a private three-node Redis Cluster (AOF everysec on each node) instead of one redis-server; fleet reports each node's share of Redis CPU")
 	fs.StringVar(&o.Binary, "binary", "", "wakegate binary to start (default: this one)")
 	fs.StringVar(&o.ProfileDir, "profile", "", "write a CPU profile of every wakegate process and of the load generator (bench.pprof) into this directory (go tool pprof -top <binary> <file>)")
 	fs.IntVar(&o.Sessions, "sessions", 0, "simulated agent sessions (default: the scenario's)")
@@ -82,6 +83,10 @@ Flags:
 	}
 	if scenario == "" {
 		fs.Usage()
+		return 2
+	}
+	if o.RedisCluster && o.RedisURL != "" {
+		fmt.Fprintln(stderr, "wakegate bench: --redis-cluster starts its own Redis; drop --redis-url")
 		return 2
 	}
 	o.Scenario = scenario

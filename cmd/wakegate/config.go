@@ -54,6 +54,7 @@ type config struct {
 	MaxSubscriptions      int
 	WorkerID              string
 	PushRetry             []time.Duration
+	PushQueues            int
 }
 
 // setting describes one variable for parsing and for --help.
@@ -158,6 +159,14 @@ func settings() []setting {
 			d, err := tasks.ParseSchedule(v)
 			c.PushRetry = d
 			return err
+		}},
+		{"WAKEGATE_PUSH_QUEUES", strconv.Itoa(tasks.DefaultQueues), "Asynq queues the push, hold-release and escalation tasks are spread over, by recipient (each is one Redis Cluster slot)", false, func(c *config, v string) error {
+			n, err := strconv.Atoi(v)
+			if err != nil || n <= 0 || n > tasks.MaxQueues {
+				return fmt.Errorf("want an integer from 1 to %d", tasks.MaxQueues)
+			}
+			c.PushQueues = n
+			return nil
 		}},
 	}
 }

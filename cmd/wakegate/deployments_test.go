@@ -199,7 +199,7 @@ func assemble(t *testing.T, p process) assembled {
 	st, err := stack.New(rdb, stack.Config{
 		Prefix: cfg.RedisPrefix, Shards: cfg.Shards, Retention: cfg.Retention, JournalMaxLen: cfg.JournalMaxLen,
 		RequiredChecks: cfg.RequiredChecks, ReadySettle: cfg.ReadySettle, SessionTTL: cfg.SessionTTL,
-		PushRetry: cfg.PushRetry, AllowPrivateEndpoints: cfg.AllowPrivateEndpoints,
+		PushRetry: cfg.PushRetry, PushQueues: cfg.PushQueues, AllowPrivateEndpoints: cfg.AllowPrivateEndpoints,
 		Workspaces: cfg.Workspaces, GitHubApp: cfg.gitHubApp(),
 	}, slog.New(slog.DiscardHandler), reg)
 	if err != nil {

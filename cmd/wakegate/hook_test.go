@@ -187,23 +187,23 @@ func forgeToken(t *testing.T, sub string) string {
 }
 
 // The whole process — start, stdin left open by the harness, a gateway
-// that never answers — exits 0 in under 2 s. (Under the race detector the
-// process's own start, measured first, is allowed on top.)
+// that never answers — exits 0 within its budget (hookBudget, 1.5 s) and
+// 0.5 s more, on top of what the process's own start takes on this machine
+// right now (measured first: a loaded machine or the race detector slows
+// the start, not the hook).
 func TestHookFailsOpenAsAProcess(t *testing.T) {
 	t.Parallel()
 	hang := stacktest.Hanging(t)
 	env := append(os.Environ(), "WAKEGATE_TEST_AS_BINARY=1", "WAKEGATE_URL="+hang,
 		"WAKEGATE_TOKEN="+stacktest.Token(t, "session:w1", "events:push inbox", time.Hour), "WAKEGATE_STATE_DIR="+t.TempDir())
-	limit := 2 * time.Second
-	if raceEnabled {
-		cmd := exec.Command(os.Args[0], "hook", "--help") // starts, prints its help, sends nothing
-		cmd.Env = env
-		start := time.Now()
-		if err := cmd.Run(); err != nil {
-			t.Fatal(err)
-		}
-		limit += time.Since(start)
+	limit := hookBudget + 500*time.Millisecond
+	cmd := exec.Command(os.Args[0], "hook", "--help") // starts, prints its help, sends nothing
+	cmd.Env = env
+	start := time.Now()
+	if err := cmd.Run(); err != nil {
+		t.Fatal(err)
 	}
+	limit += time.Since(start)
 	for _, closeStdin := range []bool{true, false} {
 		cmd := exec.Command(os.Args[0], "hook", "stop")
 		cmd.Env = env

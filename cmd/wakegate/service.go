@@ -88,7 +88,7 @@ func runService(ctx context.Context, role string, args []string, stdout, stderr 
 	st, err := stack.New(rdb, stack.Config{
 		Prefix: cfg.RedisPrefix, Shards: cfg.Shards, Retention: cfg.Retention, JournalMaxLen: cfg.JournalMaxLen,
 		RequiredChecks: cfg.RequiredChecks, ReadySettle: cfg.ReadySettle, SessionTTL: cfg.SessionTTL,
-		PushRetry: cfg.PushRetry, AllowPrivateEndpoints: cfg.AllowPrivateEndpoints,
+		PushRetry: cfg.PushRetry, PushQueues: cfg.PushQueues, AllowPrivateEndpoints: cfg.AllowPrivateEndpoints,
 		Workspaces: cfg.Workspaces, GitHubApp: cfg.gitHubApp(),
 		MaxTurn: cfg.MaxTurn, PRStuckAfter: cfg.PRStuckAfter, HealthEvery: cfg.HealthEvery,
 		MaxSubscriptions: cfg.MaxSubscriptions, WorkerID: cfg.WorkerID,

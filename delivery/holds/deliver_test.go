@@ -2,9 +2,11 @@ package holds
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"reflect"
+	"strings"
 	"testing"
 	"time"
 
@@ -92,4 +94,29 @@ func TestDeliverAndDecide(t *testing.T) {
 			t.Fatalf("a malformed party: %v, want inbox.ErrInvalid", err)
 		}
 	})
+}
+
+// The held item's tail a caller builds once from the event's JSON (one
+// event delivered to several parties) is the one DeliverAndDecide builds
+// from the event itself.
+func TestItemTailFromEventJSON(t *testing.T) {
+	now := time.Now()
+	e := &event.Event{SpecVersion: event.SpecVersion, ID: "1", Source: "//t", Type: "github.pull_request.closed",
+		Subject: "github:o/r#1", Workspace: "acme", Time: now, Summary: "merged <b>", Priority: event.Attention,
+		Data: []byte(`{"merged": true, "n": 1}`)}
+	want, err := ItemTail(e, now, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := json.Marshal(e)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := ItemTail(e, now, string(b))
+	if err != nil || got != want {
+		t.Fatalf("ItemTail from the event's JSON = %s, %v; want %s", got, err, want)
+	}
+	if !strings.Contains(want, `"merged":true`) {
+		t.Errorf("tail %s does not say merged", want)
+	}
 }

@@ -350,6 +350,9 @@ type Request struct {
 	// Lookup read it; nil: Decide reads it itself.
 	Quiet *bool
 	Now   time.Time
+	// ItemTail is ItemTail(Event, Now, …) when the caller has it already
+	// (one event delivered to several parties at one Now); "" builds it.
+	ItemTail string
 }
 
 // Decision is what Decide decided.
@@ -403,7 +406,7 @@ func (s *Store) Decide(ctx context.Context, r Request) (Decision, error) {
 	if err != nil {
 		return Decision{}, err
 	}
-	item, err := json.Marshal(itemOf(r.Event, r.Result, r.Now))
+	item, err := json.Marshal(itemOf(r.Event, r.Result, r.Now, ""))
 	if err != nil {
 		return Decision{}, err
 	}
@@ -430,9 +433,11 @@ func (s *Store) DeliverAndDecide(ctx context.Context, box *inbox.Inbox, d inbox.
 	if err != nil {
 		return inbox.Result{}, Decision{}, err
 	}
-	tail, err := itemTail(r.Event, r.Now)
-	if err != nil {
-		return inbox.Result{}, Decision{}, err
+	tail := r.ItemTail
+	if tail == "" {
+		if tail, err = ItemTail(r.Event, r.Now, ""); err != nil {
+			return inbox.Result{}, Decision{}, err
+		}
 	}
 	res, err := deliverDecideScript.Run(ctx, s.rdb, append(dkeys, hkeys...),
 		append(dargs, a.reason, a.now, a.per, a.burst, tail, a.ttl, a.due)...).Slice()
@@ -538,7 +543,9 @@ func priorityOf(e *event.Event) event.Priority {
 	return e.Priority
 }
 
-func itemOf(e *event.Event, res inbox.Result, now time.Time) Item {
+// itemOf is e's held item; eventJSON is json.Marshal(e) when the caller
+// has it ("": encoded here).
+func itemOf(e *event.Event, res inbox.Result, now time.Time, eventJSON string) Item {
 	p := priorityOf(e)
 	var d struct {
 		Merged bool `json:"merged"`
@@ -546,16 +553,22 @@ func itemOf(e *event.Event, res inbox.Result, now time.Time) Item {
 	if len(e.Data) > 0 {
 		_ = json.Unmarshal(e.Data, &d)
 	}
-	ev, _ := json.Marshal(e)
+	ev := json.RawMessage(eventJSON)
+	if eventJSON == "" {
+		ev, _ = json.Marshal(e)
+	}
 	return Item{Seq: res.Seq, ID: e.ID, Type: e.Type, Subject: e.Subject, Summary: e.Summary, Priority: p,
 		Kind: res.Kind, At: now.UTC(), Merged: d.Merged, Event: ev}
 }
 
-// itemTail is the JSON of e's held item after its seq and kind, without
+// ItemTail is the JSON of e's held item after its seq and kind, without
 // the opening brace: deliver_decide.lua prepends the two, which the
-// delivery decides (Item lists them first).
-func itemTail(e *event.Event, now time.Time) (string, error) {
-	b, err := json.Marshal(itemOf(e, inbox.Result{}, now))
+// delivery decides (Item lists them first). eventJSON is json.Marshal(e)
+// when the caller has it ("": encoded here). It is the same for every
+// party e is delivered to at now, so a caller delivering e to several
+// builds it once (Request.ItemTail).
+func ItemTail(e *event.Event, now time.Time, eventJSON string) (string, error) {
+	b, err := json.Marshal(itemOf(e, inbox.Result{}, now, eventJSON))
 	if err != nil {
 		return "", err
 	}

@@ -142,6 +142,10 @@ type Delivery struct {
 	Workspace string
 	Party     string       // session:<id> or human:<channel>
 	Event     *event.Event // the journaled event (Seq set); its JSON is stored
+	// EventJSON is json.Marshal(Event) when the caller has it already (one
+	// event delivered to several parties is encoded once); "" encodes it
+	// here.
+	EventJSON string
 	// Via is why it reached this party: one of the Via constants.
 	Via string
 	// Mode is ModeWake (also "") or ModeInbox. An update delivered in
@@ -367,9 +371,13 @@ func (b *Inbox) prepare(d Delivery, now time.Time) (update, string, string, erro
 	if p.Rank() < 0 {
 		return update{}, "", "", invalid("event %s of priority %q is never delivered", e.Type, p)
 	}
-	body, err := json.Marshal(e)
-	if err != nil {
-		return update{}, "", "", invalid("encode event %s: %v", e.ID, err)
+	body := d.EventJSON
+	if body == "" {
+		b, err := json.Marshal(e)
+		if err != nil {
+			return update{}, "", "", invalid("encode event %s: %v", e.ID, err)
+		}
+		body = string(b)
 	}
 	var settings string
 	if d.Settings != nil {
@@ -379,7 +387,7 @@ func (b *Inbox) prepare(d Delivery, now time.Time) (update, string, string, erro
 		}
 		settings = buf.String()
 	}
-	if bytes.IndexByte(body, '\n') >= 0 || strings.IndexByte(settings, '\n') >= 0 {
+	if strings.IndexByte(body, '\n') >= 0 || strings.IndexByte(settings, '\n') >= 0 {
 		return update{}, "", "", invalid("event %s: JSON with a raw newline", e.ID) // compact JSON never has one
 	}
 	ck := CoalesceKey(e)
@@ -413,7 +421,7 @@ func (b *Inbox) prepare(d Delivery, now time.Time) (update, string, string, erro
 			}
 		}
 	}
-	return u, string(body), settings, nil
+	return u, body, settings, nil
 }
 
 // CoalesceKey is the key an event's entry coalesces on in every inbox:

@@ -64,11 +64,16 @@ func NewBaseline(rdb redis.UniversalClient, stream string, secret []byte) *Basel
 // environment of a bench process names the Redis, the key prefix and the
 // secret, as for a gateway.
 func ServeBaseline(ctx context.Context, addr, redisURL, prefix, secret string) error {
-	opt, err := redis.ParseURL(redisURL)
-	if err != nil {
-		return err
+	var rdb redis.UniversalClient
+	if strings.HasPrefix(redisURL, "redis+cluster://") { // --redis-cluster
+		rdb = redis.NewClusterClient(&redis.ClusterOptions{Addrs: clusterAddrs(redisURL)})
+	} else {
+		opt, err := redis.ParseURL(redisURL)
+		if err != nil {
+			return err
+		}
+		rdb = redis.NewClient(opt)
 	}
-	rdb := redis.NewClient(opt)
 	defer rdb.Close()
 	l, err := net.Listen("tcp", addr)
 	if err != nil {

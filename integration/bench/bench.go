@@ -30,7 +30,10 @@ type Options struct {
 	Gateways int
 	Workers  int
 	RedisURL string // "" → a private redis-server (AOF everysec)
-	Binary   string // the wakegate binary to start (default: this one)
+	// RedisCluster starts a private three-node Redis Cluster instead
+	// (fleet reports each node's share of Redis CPU).
+	RedisCluster bool
+	Binary       string // the wakegate binary to start (default: this one)
 	// ProfileDir, when set, receives a CPU profile of every process, the
 	// load generator's own included (bench.pprof).
 	ProfileDir string
@@ -144,11 +147,14 @@ func withDefaults(o, d Options) Options {
 // start starts the system under test with the run's gateways and workers;
 // env (WAKEGATE_…=…) is added to their environment.
 func (r *runner) start(ctx context.Context, env ...string) (*System, error) {
-	sys, err := Start(ctx, SystemConfig{Binary: r.o.Binary, RedisURL: r.o.RedisURL, Gateways: r.o.Gateways, Workers: r.o.Workers, ProfileDir: r.o.ProfileDir, Env: env})
+	sys, err := Start(ctx, SystemConfig{Binary: r.o.Binary, RedisURL: r.o.RedisURL, RedisCluster: r.o.RedisCluster, Gateways: r.o.Gateways, Workers: r.o.Workers, ProfileDir: r.o.ProfileDir, Env: env})
 	if err != nil {
 		return nil, err
 	}
 	where := "a private redis-server (AOF everysec)"
+	if sys.Cluster {
+		where = "a private three-node Redis Cluster (no replicas, AOF everysec on each)"
+	}
 	if !sys.Private {
 		where = "Redis " + redactURL(sys.RedisURL) + " (shared: Redis CPU not counted)"
 	}

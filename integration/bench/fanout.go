@@ -240,8 +240,12 @@ func runFanout(ctx context.Context, r *runner) error {
 				return errFanoutIncomplete
 			}
 		}
+		nodes0, nodesErr := RedisNodes(ctx, sys.Redis)
 		c0, d0, t0 := cpu(), recv.good.Load(), time.Now()
 		res := r.loop(ctx, loop)
+		if sys.Cluster {
+			nodeRows(ctx, r, sys, fmt.Sprintf("fanout to %d", n), nodes0, nodesErr)
+		}
 		spent := cpu() - c0 - time.Duration(idle*float64(time.Since(t0)))
 		p := fanPhase{}
 		if d := recv.good.Load() - d0; d > 0 {

@@ -62,9 +62,13 @@ func runFleet(ctx context.Context, r *runner, during func(ctx context.Context, s
 	bctx, stopBursts := context.WithCancel(ctx)
 	burstsDone := make(chan struct{})
 	go func() { defer close(burstsDone); f.bursts(bctx) }()
+	nodes0, nodesErr := RedisNodes(ctx, sys.Redis)
 	res := r.measure(ctx, sys, l, false)
 	stopBursts()
 	<-burstsDone
+	if sys.Cluster {
+		nodeRows(ctx, r, sys, "fleet", nodes0, nodesErr)
+	}
 	worst := lags()
 	stop()
 	r.note("worst lag read once a second during the load: derive %s (backlog %d), route %s", worst.Derive.Round(time.Millisecond), worst.Backlog, worst.Route.Round(time.Millisecond))

@@ -64,12 +64,24 @@ func runIngest(ctx context.Context, r *runner) error {
 	l := closed("ingest, closed loop")
 	l.Do = hooks(c, sys.Gateways, 0, &accepted)
 	gw := r.measure(ctx, sys, l, false)
+	ended := time.Now()
 	lag, err := sys.Lag(ctx) // at the end of the run: has derivation kept up?
 	if err != nil {
 		return fmt.Errorf("read the lag: %w", err)
 	}
 	if _, err := sys.WaitCaughtUp(ctx, 2*time.Minute); err != nil {
 		return err
+	}
+	// Sustained: the loop's deliveries counted until every one is derived,
+	// settled into ready (WAKEGATE_READY_SETTLE, 1 s, after its head
+	// appeared) and routed.
+	derived, err := sys.WaitDerived(ctx, 2*time.Minute)
+	if err != nil {
+		return fmt.Errorf("settle the closed loop's deliveries: %w", err)
+	}
+	var sustained float64
+	if derived && gw.Elapsed > 0 {
+		sustained = float64(gw.N) / (gw.Elapsed + time.Since(ended)).Seconds()
 	}
 	mem1, _ := sys.UsedMemory(ctx)
 
@@ -96,8 +108,14 @@ func runIngest(ctx context.Context, r *runner) error {
 
 	rep := r.rep
 	ratio := gw.Achieved / bl.Achieved
-	rep.row(fmt.Sprintf("ingest of signed 28 KB pull_request.opened, %d conns closed loop: ≥ 60 %% of the bare handler's throughput", o.Conns),
-		gw.Achieved, "ops/s", bl.Achieved, ratio, verdict(ratio >= 0.60 && errorCount(gw) == 0))
+	rep.row(fmt.Sprintf("ingest of signed 28 KB pull_request.opened, %d conns closed loop, workers deriving on the same cores: ≥ 55 %% of the bare handler's throughput", o.Conns),
+		gw.Achieved, "ops/s", bl.Achieved, ratio, verdict(ratio >= 0.55 && errorCount(gw) == 0))
+	if sustained > 0 {
+		rep.row("ingest sustained: that loop's deliveries per second counted until every one is derived, settled into ready and routed: ≥ 45 % of the bare handler's throughput",
+			sustained, "ops/s", bl.Achieved, sustained/bl.Achieved, verdict(sustained/bl.Achieved >= 0.45 && errorCount(gw) == 0))
+	} else {
+		r.note("the closed loop's deliveries were not all derived, settled and routed within 2 minutes: no sustained rate")
+	}
 	if gw.CPUPerOp > 0 && bl.CPUPerOp > 0 {
 		rep.row("ingest CPU per delivery (wakegate processes + Redis; ratio = baseline ÷ ingest)", float64(gw.CPUPerOp)/1e3, "µs", float64(bl.CPUPerOp)/1e3,
 			float64(bl.CPUPerOp)/float64(gw.CPUPerOp), nil)
@@ -106,15 +124,15 @@ func runIngest(ctx context.Context, r *runner) error {
 		lag.Derive.Seconds(), "s", 0, 0, verdict(lag.Derive < time.Second))
 	rep.row(fmt.Sprintf("ingest p99 < 20 ms at %.0f/s open loop", o.Rate), msf(gwOpen.Latency.P99), "ms", msf(blOpen.Latency.P99),
 		float64(gwOpen.Latency.P99)/float64(max(blOpen.Latency.P99, 1)), verdict(gwOpen.Latency.P99 < 20*time.Millisecond && errorCount(gwOpen) == 0))
-	rep.row(fmt.Sprintf("ingest with the workers paused (SIGSTOP), %d conns closed loop, %s: the gateway path alone against the bare handler", o.Conns, split.gateway.Elapsed.Round(time.Second)),
-		split.gateway.Achieved, "ops/s", bl.Achieved, split.gateway.Achieved/bl.Achieved, nil)
+	rep.row(fmt.Sprintf("ingest with the workers paused (SIGSTOP), %d conns closed loop, %s: the gateway path alone ≥ 85 %% of the bare handler's throughput", o.Conns, split.gateway.Elapsed.Round(time.Second)),
+		split.gateway.Achieved, "ops/s", bl.Achieved, split.gateway.Achieved/bl.Achieved, verdict(split.gateway.Achieved/bl.Achieved >= 0.85 && errorCount(split.gateway) == 0))
 	if split.gateway.CPUPerOp > 0 && bl.CPUPerOp > 0 {
 		rep.row("CPU per delivery of the gateway path (gateway + Redis, workers paused; ratio = baseline ÷ it)", float64(split.gateway.CPUPerOp)/1e3, "µs",
 			float64(bl.CPUPerOp)/1e3, float64(bl.CPUPerOp)/float64(split.gateway.CPUPerOp), nil)
 	}
 	if split.derive > 0 {
-		rep.row("CPU per delivery of derivation (worker + Redis deriving, settling and routing that backlog once resumed, in full batches)", float64(split.derive)/1e3, "µs",
-			float64(bl.CPUPerOp)/1e3, float64(bl.CPUPerOp)/float64(split.derive), nil)
+		rep.row("CPU per delivery of derivation (worker + Redis deriving, settling and routing that backlog once resumed, in full batches): ≤ 120 µs", float64(split.derive)/1e3, "µs",
+			float64(bl.CPUPerOp)/1e3, float64(bl.CPUPerOp)/float64(split.derive), verdict(split.derive <= 120*time.Microsecond))
 		rep.row(fmt.Sprintf("backlog of %d deliveries derived and routed after the pause", split.gateway.N), split.drainRate, "deliveries/s", 0, 0, nil)
 	}
 	if n := accepted.Load(); n > 0 && mem1 > mem0 {

@@ -35,8 +35,11 @@ const (
 type SystemConfig struct {
 	Binary   string // the wakegate binary to run (default: this one)
 	RedisURL string // "" → a private redis-server with AOF everysec
-	Gateways int
-	Workers  int
+	// RedisCluster starts a private three-node Redis Cluster instead
+	// (each node with AOF everysec).
+	RedisCluster bool
+	Gateways     int
+	Workers      int
 	// Env is added to every process's environment (WAKEGATE_…=…).
 	Env []string
 	// ProfileDir, when set, receives a CPU profile of each process.
@@ -50,7 +53,7 @@ type SystemConfig struct {
 // started stops with Stop.
 type System struct {
 	cfg      SystemConfig
-	Redis    *redis.Client
+	Redis    redis.UniversalClient // a *redis.ClusterClient on a cluster
 	RedisURL string
 	Prefix   string
 	// Gateways are the base URLs of the gateway processes.
@@ -58,10 +61,12 @@ type System struct {
 	// Private says the Redis was started for this run alone, so its CPU
 	// and memory figures are this run's.
 	Private bool
+	// Cluster says Redis is the private three-node cluster.
+	Cluster bool
 
 	mu      sync.Mutex
 	procs   []*proc
-	redis   *proc
+	redis   []*proc
 	retired time.Duration // CPU of processes that exited (killed workers)
 }
 
@@ -96,19 +101,30 @@ func Start(ctx context.Context, cfg SystemConfig) (*System, error) {
 		cfg.Dir = d
 	}
 	s := &System{cfg: cfg, RedisURL: cfg.RedisURL, Prefix: "bench" + randomHex(4)}
-	if s.RedisURL == "" {
+	switch {
+	case cfg.RedisCluster:
+		if err := s.startRedisCluster(ctx); err != nil {
+			s.Stop()
+			return nil, err
+		}
+		s.Private, s.Cluster = true, true
+	case s.RedisURL == "":
 		if err := s.startRedis(ctx); err != nil {
 			return nil, err
 		}
 		s.Private = true
 	}
-	opt, err := redis.ParseURL(s.RedisURL)
-	if err != nil {
-		s.Stop()
-		return nil, fmt.Errorf("--redis-url: %w", err)
+	if s.Cluster {
+		s.Redis = redis.NewClusterClient(&redis.ClusterOptions{Addrs: clusterAddrs(s.RedisURL), PoolSize: 64})
+	} else {
+		opt, err := redis.ParseURL(s.RedisURL)
+		if err != nil {
+			s.Stop()
+			return nil, fmt.Errorf("--redis-url: %w", err)
+		}
+		opt.PoolSize = 64
+		s.Redis = redis.NewClient(opt)
 	}
-	opt.PoolSize = 64
-	s.Redis = redis.NewClient(opt)
 	if err := s.Redis.Ping(ctx).Err(); err != nil {
 		s.Stop()
 		return nil, fmt.Errorf("redis at %s: %w", redactURL(s.RedisURL), err)
@@ -198,7 +214,7 @@ func (s *System) launch(p *proc) error {
 	}()
 	s.mu.Lock()
 	if p.role == "redis" {
-		s.redis = p
+		s.redis = append(s.redis, p)
 	} else {
 		s.procs = append(s.procs, p)
 	}
@@ -417,8 +433,8 @@ func (s *System) Stop() {
 		}
 		_ = s.Redis.Close()
 	}
-	if s.redis != nil {
-		stopProc(s.redis, 10*time.Second)
+	for _, p := range s.redis {
+		stopProc(p, 10*time.Second)
 	}
 }
 
@@ -452,8 +468,17 @@ func flush(rdb redis.UniversalClient, prefix string) {
 	}
 }
 
-// RedisCPU is the CPU time the Redis server used since it started.
+// RedisCPU is the CPU time the Redis server used since it started (on a
+// cluster: all its masters).
 func RedisCPU(ctx context.Context, rdb redis.UniversalClient) time.Duration {
+	if _, ok := rdb.(*redis.ClusterClient); ok {
+		nodes, _ := RedisNodes(ctx, rdb)
+		var d time.Duration
+		for _, n := range nodes {
+			d += n.CPU
+		}
+		return d
+	}
 	info, err := rdb.Info(ctx, "cpu").Result()
 	if err != nil {
 		return 0

@@ -127,10 +127,11 @@ func runFanout(b *testing.B, url string, n int) (wallPerRecipient, cpuPerRecipie
 	ctx := context.Background()
 	rdb := newClient(b, url)
 	prefix := redistest.Prefix()
-	queue := tasks.Queue(prefix)
 	b.Cleanup(func() { // after the workers have stopped (registered first, runs last)
-		_ = asynq.NewInspectorFromRedisClient(rdb).DeleteQueue(queue, true)
-		redistest.Flush(rdb, "asynq:{"+queue+"}")
+		for _, queue := range tasks.Queues(prefix, tasks.DefaultQueues) {
+			_ = asynq.NewInspectorFromRedisClient(rdb).DeleteQueue(queue, true)
+			redistest.Flush(rdb, "asynq:{"+queue+"}")
+		}
 		redistest.Flush(rdb, prefix)
 		_ = rdb.Close()
 	})

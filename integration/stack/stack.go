@@ -52,6 +52,7 @@ type Config struct {
 	ReadySettle    time.Duration // WAKEGATE_READY_SETTLE
 	SessionTTL     time.Duration // WAKEGATE_SESSION_TTL
 	PushRetry      []time.Duration
+	PushQueues     int // WAKEGATE_PUSH_QUEUES
 	// AllowPrivateEndpoints lets pushes reach loopback and private
 	// networks (WAKEGATE_ALLOW_PRIVATE_ENDPOINTS).
 	AllowPrivateEndpoints bool
@@ -140,12 +141,12 @@ func New(rdb redis.UniversalClient, cfg Config, log *slog.Logger, reg *prometheu
 		return err == nil && p.Liveness == sessions.Dead, err
 	})
 	s.Inbox = inbox.New(rdb, inbox.Config{Prefix: cfg.Prefix, Retention: cfg.Retention})
-	// Pushes (docs/design.md §8) ride Asynq on the same Redis, in the queue
-	// <prefix>:push.
+	// Pushes (docs/design.md §8) ride Asynq on the same Redis, in the
+	// queues <prefix>:push and <prefix>:push:<k>, by recipient.
 	guard := &outbound.Guard{AllowPrivate: cfg.AllowPrivateEndpoints}
 	s.Endpoints = outbound.NewEndpoints(rdb, cfg.Prefix, guard)
 	s.Push = tasks.New(rdb, asynq.NewClientFromRedisClient(rdb), s.Inbox, s.Endpoints, log, reg,
-		tasks.Config{Prefix: cfg.Prefix, Schedule: cfg.PushRetry, Guard: guard})
+		tasks.Config{Prefix: cfg.Prefix, Schedule: cfg.PushRetry, Guard: guard, Queues: cfg.PushQueues})
 	// Presence, quiet and the rate cap (docs/design.md §6–§7); their digests ride
 	// the push queue.
 	s.Holds = holds.New(rdb, cfg.Prefix)
@@ -238,7 +239,7 @@ func (s *Stack) WorkerComponents() (components []Component, ready func() error) 
 	asynqServer.Handle(tasks.TypeEscalate, s.Escalate)
 	// Scraped, not pushed: they read Redis when Prometheus asks, so they
 	// do not freeze when work stops.
-	s.Metrics.MustRegister(route.NewLagCollector(s.Redis, s.Journal), tasks.NewQueueCollector(s.Redis, s.Push.Queue()))
+	s.Metrics.MustRegister(route.NewLagCollector(s.Redis, s.Journal), tasks.NewQueueCollector(s.Redis, s.Push))
 	consumer := route.NewConsumer(s.Redis, s.Journal, s.Router.Handle, s.Log, s.Metrics, route.ConsumerConfig{WorkerID: s.workerID})
 	components = []Component{
 		{"derive", StageConsumers, d.Run},

@@ -5,6 +5,8 @@ import (
 	"strings"
 	"sync"
 
+	"github.com/redis/go-redis/v9"
+
 	"github.com/wakegate/wakegate/delivery/subscriptions"
 	"github.com/wakegate/wakegate/delivery/supervision"
 	"github.com/wakegate/wakegate/providers/event"
@@ -31,6 +33,7 @@ type batch struct {
 	mu    sync.Mutex
 	cands map[*event.Event]subscriptions.Candidates // nil: prefetch failed or not eligible
 
+	sonce    sync.Once
 	smu      sync.Mutex
 	settings map[string]supervision.Settings
 
@@ -66,6 +69,45 @@ func (b *batch) settingsFor(ws string) (supervision.Settings, bool) {
 	defer b.smu.Unlock()
 	st, ok := b.settings[ws]
 	return st, ok
+}
+
+// prefetchSettings reads, on its first call and in one round trip, the
+// settings of every workspace with more than one routed event in the
+// batch, and keeps them for the batch. The batch's subjects are routed
+// concurrently, so without it each event of a workspace would read the
+// settings itself before the first read could be kept. A workspace with
+// one routed event reads them in its own gather pipeline, as before; a
+// failed read keeps nothing (each event then reads, and meets the error).
+func (b *batch) prefetchSettings(ctx context.Context, rdb redis.UniversalClient, sup *supervision.Store) {
+	if b == nil {
+		return
+	}
+	b.sonce.Do(func() {
+		n := map[string]int{}
+		var wss []string
+		for _, x := range b.events {
+			if !routed(x) {
+				continue
+			}
+			if n[x.Workspace]++; n[x.Workspace] == 2 {
+				wss = append(wss, x.Workspace)
+			}
+		}
+		if len(wss) == 0 {
+			return
+		}
+		p := rdb.Pipeline()
+		reads := make([]func() (supervision.Settings, error), len(wss))
+		for i, ws := range wss {
+			reads[i] = sup.QueueSettings(ctx, p, ws)
+		}
+		_, _ = p.Exec(ctx) // each read meets its own command's error
+		for i, ws := range wss {
+			if st, err := reads[i](); err == nil {
+				b.keepSettings(ws, st)
+			}
+		}
+	})
 }
 
 // keepSettings keeps a workspace's settings for the rest of the batch.

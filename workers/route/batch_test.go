@@ -7,6 +7,7 @@ import (
 
 	"github.com/wakegate/wakegate/delivery/redistest"
 	"github.com/wakegate/wakegate/delivery/subscriptions"
+	"github.com/wakegate/wakegate/delivery/supervision"
 	"github.com/wakegate/wakegate/providers/event"
 )
 
@@ -55,5 +56,45 @@ func TestBatchPrefetch(t *testing.T) {
 	var none *batch
 	if _, ok := none.prefetched(ctx, other, subs); ok {
 		t.Error("no batch, yet prefetched")
+	}
+}
+
+// A batch reads the settings of a workspace with several routed events
+// once, before they are routed concurrently; a workspace with one routed
+// event reads its own in its gather pipeline.
+func TestBatchPrefetchSettings(t *testing.T) {
+	w := newWorld(t)
+	w.settings(`{"default_controller":"human:boss"}`)
+	mk := func(id, workspace string) *event.Event {
+		return &event.Event{SpecVersion: "1.0", ID: id, Source: "//t", Type: "github.pull_request.opened",
+			Subject: "github:o/r#" + id, Workspace: workspace, Priority: event.Attention, Time: time.Now()}
+	}
+	internal := mk("9", "quiet")
+	internal.Priority = event.Internal
+	b := batchFrom(withBatch(w.ctx, []*event.Event{mk("1", ws), mk("2", "solo"), mk("3", ws), internal, mk("8", "quiet")}))
+	b.prefetchSettings(w.ctx, w.rdb, w.sup)
+	st, ok := b.settingsFor(ws)
+	if !ok || st.DefaultController != "human:boss" {
+		t.Errorf("settings of a workspace with two routed events: %+v, %v; want its stored settings", st, ok)
+	}
+	for _, other := range []string{"solo", "quiet"} {
+		if _, ok := b.settingsFor(other); ok {
+			t.Errorf("settings of %s (one routed event) were prefetched", other)
+		}
+	}
+}
+
+// The fallback is read (holds, endpoint) only for an event decide may
+// give it: an event about a session of attention or more.
+func TestMayHearFallback(t *testing.T) {
+	s := &snapshot{settings: supervision.Settings{Fallback: &supervision.Fallback{Party: "human:oncall"}}}
+	pr := &event.Event{Type: "github.pull_request.opened", Subject: "github:o/r#1", Priority: event.Attention}
+	if got := mayHear(s, pr); len(got) != 0 {
+		t.Errorf("mayHear(PR event) = %v; want nobody", got)
+	}
+	sess := &event.Event{Type: "session.awaiting_input", Subject: "session:a", SessionID: "a", Priority: event.Attention}
+	s.chain = chainOf(sess)
+	if got := mayHear(s, sess); len(got) != 1 || got[0] != "human:oncall" {
+		t.Errorf("mayHear(session event) = %v; want the fallback", got)
 	}
 }

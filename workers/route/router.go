@@ -298,10 +298,17 @@ func mayHear(s *snapshot, e *event.Event) []string {
 	for _, c := range candidates(s, e) {
 		add(c)
 	}
-	if f := s.settings.Fallback; f != nil {
-		add(f.Party)
+	if f := s.settings.Fallback; f != nil && needsSomeone(e) {
+		add(f.Party) // decide names the fallback for no other event
 	}
 	return out
+}
+
+// needsSomeone reports whether e must reach someone, the fallback if
+// no one else (docs/design.md §5): an event about a session of attention or
+// more.
+func needsSomeone(e *event.Event) bool {
+	return strings.HasPrefix(e.Subject, "session:") && e.Priority.Rank() >= event.Attention.Rank()
 }
 
 // decide applies the rules of docs/design.md §5 to one event and what gather read
@@ -354,7 +361,7 @@ func decide(s *snapshot, e *event.Event) decision {
 			delete(to, self)
 		}
 	}
-	needsSomeone := strings.HasPrefix(e.Subject, "session:") && e.Priority.Rank() >= event.Attention.Rank()
+	needsSomeone := needsSomeone(e)
 	if len(to) == 0 && needsSomeone {
 		if f := s.settings.Fallback; !message && f != nil && f.Party != "" && f.Party != causer(e) {
 			to[f.Party] = recipient{via: inbox.ViaFallback}
@@ -377,6 +384,10 @@ func (r *Router) gather(ctx context.Context, e *event.Event, now time.Time) (*sn
 
 	p := r.rdb.Pipeline()
 	settings, ok := b.settingsFor(e.Workspace)
+	if !ok {
+		b.prefetchSettings(ctx, r.rdb, r.sup)
+		settings, ok = b.settingsFor(e.Workspace)
+	}
 	var readSettings func() (supervision.Settings, error)
 	if !ok {
 		readSettings = r.sup.QueueSettings(ctx, p, e.Workspace)
@@ -589,6 +600,16 @@ func (r *Router) deliverAll(ctx context.Context, shard int, e *event.Event, to m
 		maps.Copy(states, more)
 	}
 	snapshot, _ := json.Marshal(settings)
+	// e's JSON and its held item's tail are the same for every party: built
+	// once here, not once per party (an error is met by each delivery,
+	// which then builds its own).
+	var eventJSON, tail string
+	if b, err := json.Marshal(e); err == nil {
+		eventJSON = string(b)
+		if r.holds != nil && r.push != nil {
+			tail, _ = holds.ItemTail(e, now, eventJSON)
+		}
+	}
 	seqs := make([]int64, len(parties))
 	err := each(ctx, len(parties), recipientParallel, func(ctx context.Context, i int) error {
 		party, rc, st := parties[i], to[parties[i]], states[parties[i]]
@@ -596,7 +617,7 @@ func (r *Router) deliverAll(ctx context.Context, shard int, e *event.Event, to m
 		if r.escalate != nil && escalate.Eligible(rc.via, rc.mode, rc.controller, e.Priority) {
 			escalateAt = now.Add(time.Duration(settings.EscalateAfter))
 		}
-		d := inbox.Delivery{Workspace: e.Workspace, Party: party, Event: e, Via: rc.via,
+		d := inbox.Delivery{Workspace: e.Workspace, Party: party, Event: e, EventJSON: eventJSON, Via: rc.via,
 			Mode: rc.mode, Waiter: rc.waiter, Attended: st.Presence.Attended(now), Settings: snapshot, EscalateAt: escalateAt,
 			Redelivery: rc.redelivered != nil}
 		var res inbox.Result
@@ -605,7 +626,7 @@ func (r *Router) deliverAll(ctx context.Context, shard int, e *event.Event, to m
 		if r.holds != nil && r.push != nil {
 			var dec holds.Decision
 			res, dec, err = r.holds.DeliverAndDecide(ctx, r.box, d, holds.Request{Workspace: e.Workspace, Party: party,
-				Event: e, Waiter: rc.waiter, Settings: settings, Presence: st.Presence, Quiet: &st.Quiet, Now: now})
+				Event: e, Waiter: rc.waiter, Settings: settings, Presence: st.Presence, Quiet: &st.Quiet, Now: now, ItemTail: tail})
 			hold = &dec
 		} else {
 			res, err = r.box.Deliver(ctx, d, now)

@@ -70,13 +70,9 @@ type Config struct {
 	// server's workers; more are deferred a second, consuming no attempt.
 	// Default 8.
 	PerEndpoint int
-}
-
-// Queue is the Asynq queue of a deployment's pushes: Asynq's keys do not
-// take WAKEGATE_REDIS_PREFIX, so the queue name carries it, and two
-// deployments on one Redis never work each other's pushes.
-func Queue(prefix string) string {
-	return keyspace.PushQueue(prefix)
+	// Queues is how many Asynq queues the tasks are spread over, by
+	// recipient (WAKEGATE_PUSH_QUEUES, queues.go). Default DefaultQueues.
+	Queues int
 }
 
 // enqueuer is the part of *asynq.Client the pusher uses.
@@ -88,7 +84,7 @@ type enqueuer interface {
 // safe for concurrent use.
 type Pusher struct {
 	cfg       Config
-	queue     string
+	queues    []string // QueueOf picks a recipient's
 	rdb       redis.UniversalClient
 	client    enqueuer
 	box       *inbox.Inbox
@@ -176,6 +172,9 @@ func New(rdb redis.UniversalClient, client *asynq.Client, box *inbox.Inbox, endp
 	if cfg.PerEndpoint <= 0 {
 		cfg.PerEndpoint = 8
 	}
+	if cfg.Queues <= 0 {
+		cfg.Queues = DefaultQueues
+	}
 	if log == nil {
 		log = slog.Default()
 	}
@@ -194,7 +193,7 @@ func New(rdb redis.UniversalClient, client *asynq.Client, box *inbox.Inbox, endp
 	}
 	return &Pusher{
 		cfg:       cfg,
-		queue:     Queue(cfg.Prefix),
+		queues:    Queues(cfg.Prefix, cfg.Queues),
 		rdb:       rdb,
 		client:    client,
 		box:       box,
@@ -233,9 +232,6 @@ func (f *inflight) acquire(key string) (release func(), ok bool) {
 		}
 	}, true
 }
-
-// Queue is the Asynq queue the pusher's tasks go to.
-func (p *Pusher) Queue() string { return p.queue }
 
 type metrics struct {
 	enqueued prometheus.Counter
@@ -404,7 +400,7 @@ func (p *Pusher) enqueue(ctx context.Context, taskID string, pl payload) error {
 	if err != nil {
 		return fmt.Errorf("encode push %s: %w", pl.WebhookID, err)
 	}
-	_, err = p.client.EnqueueContext(ctx, asynq.NewTask(TypeDeliver, b), asynq.TaskID(taskID), asynq.Queue(p.queue),
+	_, err = p.client.EnqueueContext(ctx, asynq.NewTask(TypeDeliver, b), asynq.TaskID(taskID), asynq.Queue(p.QueueOf(pl.Workspace, pl.Party)),
 		asynq.MaxRetry(p.maxRetry()), asynq.Timeout(p.cfg.Timeout+15*time.Second))
 	if errors.Is(err, asynq.ErrTaskIDConflict) {
 		return nil

@@ -163,7 +163,7 @@ func TestBreakerOpensAndProbes(t *testing.T) {
 	}
 	deferred := 0
 	for _, id := range ids {
-		info, err := e.insp.GetTaskInfo(e.p.Queue(), id)
+		info, err := e.insp.GetTaskInfo(e.p.QueueOf(ws, "human:ops"), id)
 		if err != nil {
 			t.Fatalf("task %s: %v", id, err)
 		}

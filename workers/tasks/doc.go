@@ -1,6 +1,7 @@
 // Package tasks runs wakegate's Asynq tasks: the side effects that need
-// retries or timing (docs/design.md §1). They ride one queue per deployment
-// (Queue) and one Asynq server per worker process (server.go), in three
+// retries or timing (docs/design.md §1). They ride WAKEGATE_PUSH_QUEUES
+// queues per deployment, one recipient's tasks in one (queues.go), and one
+// Asynq server per worker process (server.go), in three
 // stages, one set of files each:
 //
 //   - deliver*.go, push:deliver (Pusher): one signed outbound push per wake

@@ -124,7 +124,7 @@ func (e *Escalator) Schedule(ctx context.Context, workspace, party string) error
 	}
 	b, _ := json.Marshal(timer{Workspace: workspace, Party: party})
 	now := e.now()
-	opts := []asynq.Option{asynq.Queue(e.p.queue), asynq.MaxRetry(25), asynq.Timeout(time.Minute)}
+	opts := []asynq.Option{asynq.Queue(e.p.QueueOf(workspace, party)), asynq.MaxRetry(25), asynq.Timeout(time.Minute)}
 	var id string
 	if !due.After(now) {
 		// Due already (a dead letter, or a timer behind): at once, under

@@ -88,8 +88,7 @@ func newEscEnv(t *testing.T, schedule []time.Duration, settings string) *escEnv 
 		if err := <-done; err != nil {
 			t.Error(err)
 		}
-		_ = e.insp.DeleteQueue(e.p.Queue(), true)
-		redistest.Flush(rdb, "asynq:{"+e.p.Queue()+"}")
+		dropQueues(rdb, e.p.Queues())
 	})
 	return e
 }
@@ -181,7 +180,7 @@ func (e *escEnv) timers(party string) int {
 	e.t.Helper()
 	n := 0
 	for _, list := range []func(string, ...asynq.ListOption) ([]*asynq.TaskInfo, error){e.insp.ListScheduledTasks, e.insp.ListPendingTasks} {
-		tasks, err := list(e.p.Queue())
+		tasks, err := list(e.p.QueueOf(ws, party))
 		if err != nil && !strings.Contains(err.Error(), "not found") {
 			e.t.Fatal(err)
 		}

@@ -76,7 +76,7 @@ func newEnv(t *testing.T, o envOpts) *env {
 		o.mux(e, mux)
 	}
 	srv := asynq.NewServerFromRedisClient(rdb, asynq.Config{
-		Concurrency: o.concurrency, Queues: map[string]int{e.p.Queue(): 1},
+		Concurrency: o.concurrency, Queues: queueMap(e.p.Queues()),
 		DelayedTaskCheckInterval: 100 * time.Millisecond, TaskCheckInterval: 50 * time.Millisecond,
 		RetryDelayFunc: e.p.RetryDelay, IsFailure: IsFailure, ShutdownTimeout: 3 * time.Second,
 		LogLevel: asynq.FatalLevel,
@@ -86,10 +86,28 @@ func newEnv(t *testing.T, o envOpts) *env {
 	}
 	t.Cleanup(func() {
 		srv.Shutdown()
-		_ = e.insp.DeleteQueue(e.p.Queue(), true)
-		redistest.Flush(rdb, "asynq:{"+e.p.Queue()+"}") // the stats DeleteQueue leaves
+		dropQueues(rdb, e.p.Queues())
 	})
 	return e
+}
+
+// queueMap gives every queue priority 1, as NewServer does.
+func queueMap(queues []string) map[string]int {
+	m := map[string]int{}
+	for _, q := range queues {
+		m[q] = 1
+	}
+	return m
+}
+
+// dropQueues deletes the queues, their tasks and the stats DeleteQueue
+// leaves.
+func dropQueues(rdb redis.UniversalClient, queues []string) {
+	insp := asynq.NewInspectorFromRedisClient(rdb)
+	for _, q := range queues {
+		_ = insp.DeleteQueue(q, true)
+		redistest.Flush(rdb, "asynq:{"+q+"}")
+	}
 }
 
 // endpoint puts party's endpoint and returns its secret.
@@ -122,11 +140,16 @@ func (e *env) wake(party string) (inbox.Result, *event.Event) {
 
 // idle reports whether the push queue holds no task to work.
 func (e *env) idle() bool {
-	qi, err := e.insp.GetQueueInfo(e.p.Queue())
-	if err != nil { // no queue yet: nothing enqueued
-		return true
+	for _, q := range e.p.Queues() {
+		qi, err := e.insp.GetQueueInfo(q)
+		if err != nil { // no queue yet: nothing enqueued
+			continue
+		}
+		if qi.Pending+qi.Active+qi.Scheduled+qi.Retry != 0 {
+			return false
+		}
 	}
-	return qi.Pending+qi.Active+qi.Scheduled+qi.Retry == 0
+	return true
 }
 
 // eventually polls cond until it holds or the deadline passes.

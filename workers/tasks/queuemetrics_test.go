@@ -14,7 +14,7 @@ import (
 func TestQueueCollector(t *testing.T) {
 	e := newEnv(t, envOpts{})
 	reg := prometheus.NewRegistry()
-	reg.MustRegister(NewQueueCollector(e.rdb, e.p.Queue()))
+	reg.MustRegister(NewQueueCollector(e.rdb, e.p))
 	states := func() map[string]float64 {
 		t.Helper()
 		mfs, err := reg.Gather()

@@ -79,11 +79,10 @@ type rateSource func(ctx context.Context, workspace string) (per time.Duration, 
 // Releaser ends holds: it schedules release tasks (deterministic ids),
 // handles them, and lifts quiet. It is safe for concurrent use.
 type Releaser struct {
-	p     *Pusher
-	h     *holds.Store
-	rate  rateSource
-	queue string
-	now   func() time.Time
+	p    *Pusher
+	h    *holds.Store
+	rate rateSource
+	now  func() time.Time
 }
 
 // NewReleaser returns the releaser of p's pushes; rate reads a
@@ -92,7 +91,7 @@ func NewReleaser(p *Pusher, h *holds.Store, rate func(ctx context.Context, works
 	if rate == nil {
 		rate = func(context.Context, string) (time.Duration, int, error) { return 30 * time.Second, 3, nil }
 	}
-	return &Releaser{p: p, h: h, rate: rate, queue: p.queue, now: time.Now}
+	return &Releaser{p: p, h: h, rate: rate, now: time.Now}
 }
 
 // release is a TypeRelease task's payload.
@@ -118,7 +117,7 @@ func (r *Releaser) schedule(ctx context.Context, rl release) error {
 	// Asynq schedules in whole seconds and may run a task up to a second
 	// before its time: round up, so a release never runs before its slot.
 	at := time.UnixMilli(rl.At).Truncate(time.Second).Add(time.Second)
-	_, err := r.p.client.EnqueueContext(ctx, asynq.NewTask(TypeRelease, b), asynq.TaskID(id), asynq.Queue(r.queue),
+	_, err := r.p.client.EnqueueContext(ctx, asynq.NewTask(TypeRelease, b), asynq.TaskID(id), asynq.Queue(r.p.QueueOf(rl.Workspace, key)),
 		asynq.ProcessAt(at), asynq.MaxRetry(25), asynq.Timeout(30*time.Second))
 	if errors.Is(err, asynq.ErrTaskIDConflict) {
 		return nil
@@ -195,8 +194,9 @@ func (r *Releaser) LiftQuiet(ctx context.Context, workspace, scope string) (dige
 	}
 	if q != nil && !q.Until.IsZero() {
 		// Not found (never scheduled, already run) or active (this is
-		// that task running) leave nothing to cancel.
-		_ = asynq.NewInspectorFromRedisClient(r.p.rdb).DeleteTask(r.queue, r.quietEndID(workspace, scope, q.Until.UnixMilli()))
+		// that task running) leave nothing to cancel; nor does a failure
+		// (the task finds no record of its until).
+		_ = r.p.deleteTask(ctx, workspace, scope, r.quietEndID(workspace, scope, q.Until.UnixMilli()))
 	}
 	parties := []string{scope}
 	if scope == holds.ScopeAll {

@@ -341,13 +341,13 @@ func TestQuietOffCancelsItsEnd(t *testing.T) {
 	}
 	in := asynq.NewInspectorFromRedisClient(he.rdb)
 	id := he.rel.quietEndID(ws, "human:gera", until.UnixMilli())
-	if info, err := in.GetTaskInfo(he.rel.queue, id); err != nil || info.State != asynq.TaskStateScheduled {
+	if info, err := in.GetTaskInfo(he.rel.p.QueueOf(ws, "human:gera"), id); err != nil || info.State != asynq.TaskStateScheduled {
 		t.Fatalf("the quiet's end is not scheduled: %+v %v", info, err)
 	}
 	if _, ok, err := he.rel.LiftQuiet(he.ctx, ws, "human:gera"); err != nil || !ok {
 		t.Fatalf("lift: %v %v", ok, err)
 	}
-	if info, err := in.GetTaskInfo(he.rel.queue, id); !errors.Is(err, asynq.ErrTaskNotFound) {
+	if info, err := in.GetTaskInfo(he.rel.p.QueueOf(ws, "human:gera"), id); !errors.Is(err, asynq.ErrTaskNotFound) {
 		t.Fatalf("the lifted quiet's end is still there: %+v %v", info, err)
 	}
 }

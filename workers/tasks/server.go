@@ -12,12 +12,16 @@ import (
 )
 
 // Server runs Asynq's workers for wakegate: pushes, hold releases and
-// (Handle) escalation timers, on the queue of this deployment's prefix.
-// Delayed tasks are checked every second and an idle queue every half
-// second (docs/design.md §8: timers within ±2 s).
+// (Handle) escalation timers, on the push queues of this deployment's
+// prefix, all with the same priority: the configured ones and any other
+// that Asynq knows (KnownQueues, read at Run). Delayed tasks are checked
+// every second and an idle queue every 100 ms (docs/design.md §8: timers
+// within ±2 s).
 type Server struct {
-	srv *asynq.Server
-	mux *asynq.ServeMux
+	rdb    redis.UniversalClient
+	p      *Pusher
+	config asynq.Config
+	mux    *asynq.ServeMux
 }
 
 // NewServer returns the Asynq server of one worker process.
@@ -25,17 +29,16 @@ func NewServer(rdb redis.UniversalClient, p *Pusher, rel *Releaser, log *slog.Lo
 	mux := asynq.NewServeMux()
 	mux.Handle(TypeDeliver, p)
 	mux.Handle(TypeRelease, rel)
-	srv := asynq.NewServerFromRedisClient(rdb, asynq.Config{
+	config := asynq.Config{
 		Concurrency:              64, // pushes wait on the network, not the CPU
-		Queues:                   map[string]int{p.Queue(): 1},
 		DelayedTaskCheckInterval: time.Second,
 		TaskCheckInterval:        100 * time.Millisecond, // an idle worker polls every 50–150 ms (one small script): a lone push or due timer waits at most that
 		RetryDelayFunc:           p.RetryDelay,
 		IsFailure:                IsFailure,
 		ShutdownTimeout:          15 * time.Second, // an attempt's 10 s timeout and some
 		Logger:                   asynqLogger{log.With("component", "asynq")},
-	})
-	return &Server{srv: srv, mux: mux}
+	}
+	return &Server{rdb: rdb, p: p, config: config, mux: mux}
 }
 
 // Handle registers the handler of one more task type (TypeEscalate) on
@@ -46,11 +49,22 @@ func (s *Server) Handle(taskType string, h asynq.Handler) { s.mux.Handle(taskTyp
 // lets those in flight finish (Asynq requeues what is left after its
 // shutdown timeout).
 func (s *Server) Run(ctx context.Context) error {
-	if err := s.srv.Start(s.mux); err != nil {
+	queues, err := KnownQueues(ctx, s.rdb, s.p.cfg.Prefix, s.p.queues)
+	if err != nil { // Redis not answering yet: the configured queues, which is all there are unless their count was lowered
+		s.p.log.Warn("push queues: working the configured ones only", "err", err)
+		queues = s.p.Queues()
+	}
+	config := s.config
+	config.Queues = make(map[string]int, len(queues))
+	for _, q := range queues {
+		config.Queues[q] = 1
+	}
+	srv := asynq.NewServerFromRedisClient(s.rdb, config)
+	if err := srv.Start(s.mux); err != nil {
 		return fmt.Errorf("start asynq: %w", err)
 	}
 	<-ctx.Done()
-	s.srv.Shutdown()
+	srv.Shutdown()
 	return nil
 }
 
