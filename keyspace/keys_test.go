@@ -23,6 +23,7 @@ func TestKeyStrings(t *testing.T) {
 		j.Settle() + j.Resolved("g"):                         "wg:{j7}:settlewg:{j7}:resolved:g",
 		in.Stream() + in.Poison():                            "p:{in3}:ingestp:{in3}:poison",
 		in.Dedup("h", "g") + in.Body("b") + in.Raw("g", "h"): "p:{in3}:dd:h:gp:{in3}:bh:bp:{in3}:raw:g:h",
+		in.BodyMarker("c") + in.Object("o"):                  "p:{in3}:bm:cp:{in3}:obj:o",
 		Subscriptions("p", "ws"):                             "p:{sub:ws}",
 		Supervision("p", "ws"):                               "p:{sup:ws}",
 		Health("p", "ws"):                                    "p:{hl:ws}",

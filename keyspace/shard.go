@@ -97,13 +97,22 @@ func (s IngestShard) Tag() string { return string(s) }
 // Stream is the shard's stream of ingest records.
 func (s IngestShard) Stream() string { return string(s) + ":ingest" }
 
-// Dedup is the marker of a delivery (hook, guid).
+// Dedup is the marker of a delivery (hook, guid) that v1 raw records
+// were written with (the raw record's existence is the dedup since).
 func (s IngestShard) Dedup(hook, guid string) string {
 	return string(s) + ":dd:" + hook + ":" + guid
 }
 
-// Body is the marker of a delivery's body (hex of its sha256).
+// Body is the v1 marker of a delivery's body (hex of its sha256), read
+// while v1 records live.
 func (s IngestShard) Body(sumHex string) string { return string(s) + ":bh:" + sumHex }
+
+// BodyMarker is the marker of a delivery's body (hex of the first 16
+// bytes of its sha256).
+func (s IngestShard) BodyMarker(sum16Hex string) string { return string(s) + ":bm:" + sum16Hex }
+
+// Object is a shared sub-object raw records reference, by its hash.
+func (s IngestShard) Object(sumHex string) string { return string(s) + ":obj:" + sumHex }
 
 // Raw is a committed delivery's raw record.
 func (s IngestShard) Raw(guid, hook string) string { return string(s) + ":raw:" + guid + ":" + hook }

@@ -14,18 +14,15 @@ import (
 	"context"
 	"crypto/sha256"
 	_ "embed"
-	"encoding/binary"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"hash/fnv"
-	"runtime"
 	"sync"
 	"time"
 	"unsafe"
 
-	"github.com/klauspost/compress/zstd"
 	"github.com/redis/go-redis/v9"
 
 	"github.com/wakegate/wakegate/delivery/journal"
@@ -37,6 +34,9 @@ import (
 type Store struct {
 	rdb redis.UniversalClient
 	j   *journal.Journal
+
+	known  keySet      // shared objects this process has seen stored (their keys)
+	loaded objectCache // shared objects read back, by hash (immutable)
 }
 
 // New returns a store committing into the journal j's Redis layout.
@@ -107,7 +107,7 @@ var commitDeliveryScript = keyspace.NewScript("delivery/ingest/commit_delivery.l
 func (s *Store) CommitDelivery(ctx context.Context, d *Delivery) (Outcome, error) {
 	buf := recPool.Get().(*[]byte)
 	defer recPool.Put(buf)
-	rec, err := encodeRaw(d, (*buf)[:0])
+	rec, objs, err := encodeRaw(d, (*buf)[:0])
 	if err != nil {
 		return 0, err
 	}
@@ -120,12 +120,10 @@ func (s *Store) CommitDelivery(ctx context.Context, d *Delivery) (Outcome, error
 	h.Write([]byte(d.Repo + "\x00"))
 	h.Write(d.Body)
 	sum := h.Sum(nil)
-	keys := []string{
-		keyspace.IngestShard(tag).Dedup(d.Hook, d.GUID),
-		keyspace.IngestShard(tag).Body(hex.EncodeToString(sum)),
-		rawKey(tag, d.GUID, d.Hook),
-		s.StreamKey(shard),
-	}
+	raw := rawKey(tag, d.GUID, d.Hook)
+	in := keyspace.IngestShard(tag)
+	keys := make([]string, 5, 5+len(objs))
+	keys[0], keys[1], keys[2], keys[3], keys[4] = raw, in.BodyMarker(hex.EncodeToString(sum[:16])), raw, s.StreamKey(shard), in.Body(hex.EncodeToString(sum))
 	cfg := s.j.Config()
 	derive, fact := "0", []byte(nil)
 	if d.Ignored == "" {
@@ -135,13 +133,42 @@ func (s *Store) CommitDelivery(ctx context.Context, d *Delivery) (Outcome, error
 	if d.Replay {
 		replay = "1"
 	}
-	res, err := commitDeliveryScript.Run(ctx, s.rdb, keys,
-		int64(cfg.Retention/time.Second), rec, replay, d.GUID, d.Hook, derive, maxLen(cfg), fact, d.Workspace).Slice()
-	if err != nil {
-		return 0, fmt.Errorf("commit delivery %s: %w", d.GUID, err)
+	args := make([]any, 10, 10+len(objs))
+	args[0], args[1], args[2], args[3], args[4] = int64(cfg.Retention/time.Second), rec, replay, d.GUID, d.Hook
+	args[5], args[6], args[7], args[8], args[9] = derive, maxLen(cfg), fact, d.Workspace, len(objs)
+	for _, o := range objs {
+		k := objKey(tag, o.hex())
+		keys = append(keys, k)
+		if s.known.has(k) {
+			args = append(args, "")
+		} else {
+			args = append(args, encodeObject(o.data))
+		}
 	}
-	code, _ := res[0].(int64)
-	return Outcome(code), nil
+	for attempt := 0; ; attempt++ {
+		res, err := commitDeliveryScript.Run(ctx, s.rdb, keys, args...).Slice()
+		if err != nil {
+			return 0, fmt.Errorf("commit delivery %s: %w", d.GUID, err)
+		}
+		code, _ := res[0].(int64)
+		if code == 3 && attempt == 0 {
+			// an object believed stored has expired (or Redis lost it): send them all
+			for i, o := range objs {
+				if args[10+i] == "" {
+					s.known.forget(keys[5+i])
+					args[10+i] = encodeObject(o.data)
+				}
+			}
+			continue
+		}
+		if code == 3 {
+			return 0, fmt.Errorf("commit delivery %s: shared object %v not stored", d.GUID, res[1])
+		}
+		if code == int64(Committed) {
+			s.known.add(keys[5:]...)
+		}
+		return Outcome(code), nil
+	}
 }
 
 func maxLen(cfg journal.Config) int64 {
@@ -195,8 +222,10 @@ func ParseRecord(shard int, m redis.XMessage) Record {
 var ErrNotFound = kind.New(kind.NotFound, "not found")
 
 // Raws returns the committed deliveries of ingest records of one shard,
-// in one round trip (their keys share the shard's slot). A record whose
-// raw delivery is no longer kept gets an error wrapping ErrNotFound.
+// in one round trip (their keys share the shard's slot), and one more for
+// the shared objects they reference that this process has not read yet.
+// A record whose raw delivery is no longer kept gets an error wrapping
+// ErrNotFound.
 func (s *Store) Raws(ctx context.Context, shard int, recs []Record) ([]*Delivery, []error, error) {
 	keys := make([]string, len(recs))
 	for i, rec := range recs {
@@ -206,7 +235,7 @@ func (s *Store) Raws(ctx context.Context, shard int, recs []Record) ([]*Delivery
 	if err != nil {
 		return nil, nil, fmt.Errorf("raw deliveries of ingest shard %d: %w", shard, err)
 	}
-	out := make([]*Delivery, len(recs))
+	raws := make([]*rawRecord, len(recs))
 	errs := make([]error, len(recs))
 	for i, v := range vals {
 		str, ok := v.(string)
@@ -215,15 +244,82 @@ func (s *Store) Raws(ctx context.Context, shard int, recs []Record) ([]*Delivery
 			continue
 		}
 		// decodeRaw only reads the record: no copy of the string
-		d, err := decodeRaw(unsafe.Slice(unsafe.StringData(str), len(str)))
+		r, err := decodeRaw(recs[i].GUID, recs[i].Hook, unsafe.Slice(unsafe.StringData(str), len(str)))
 		if err != nil {
 			errs[i] = fmt.Errorf("raw delivery %s: %w", recs[i].GUID, err)
 			continue
 		}
-		d.Replay = recs[i].Replay
-		out[i] = d
+		r.d.Replay = recs[i].Replay
+		raws[i] = r
+	}
+	out, err := s.assemble(ctx, s.Tag(shard), raws, errs)
+	if err != nil {
+		return nil, nil, err
 	}
 	return out, errs, nil
+}
+
+// assemble puts the shared objects back into decoded raw records of the
+// ingest shard tag (nil entries are skipped), reading the objects this
+// process does not have yet in one MGET. A record whose object is not
+// stored gets its error in errs.
+func (s *Store) assemble(ctx context.Context, tag string, raws []*rawRecord, errs []error) ([]*Delivery, error) {
+	objs := map[[objHashLen]byte][]byte{}
+	var missing [][objHashLen]byte
+	for _, r := range raws {
+		if r == nil {
+			continue
+		}
+		for _, sum := range r.objs {
+			if _, ok := objs[sum]; ok {
+				continue
+			}
+			if data, ok := s.loaded.get(sum); ok {
+				objs[sum] = data
+			} else {
+				objs[sum] = nil
+				missing = append(missing, sum)
+			}
+		}
+	}
+	if len(missing) > 0 {
+		keys := make([]string, len(missing))
+		for i, sum := range missing {
+			keys[i] = objKey(tag, hex.EncodeToString(sum[:]))
+		}
+		vals, err := s.rdb.MGet(ctx, keys...).Result()
+		if err != nil {
+			return nil, fmt.Errorf("shared objects of %s: %w", tag, err)
+		}
+		for i, v := range vals {
+			str, ok := v.(string)
+			if !ok {
+				delete(objs, missing[i]) // assemble reports it
+				continue
+			}
+			data, err := decodeObject(missing[i], []byte(str))
+			if err != nil {
+				delete(objs, missing[i])
+				continue
+			}
+			objs[missing[i]] = data
+			s.loaded.put(missing[i], data)
+		}
+	}
+	out := make([]*Delivery, len(raws))
+	for i, r := range raws {
+		if r == nil {
+			continue
+		}
+		d, err := r.assemble(objs)
+		if err != nil {
+			Release([]*Delivery{r.d})
+			errs[i] = fmt.Errorf("raw delivery %s: %w", r.d.GUID, err)
+			continue
+		}
+		out[i] = d
+	}
+	return out, nil
 }
 
 // rawMeta is what a raw record keeps beside the compressed body.
@@ -238,23 +334,6 @@ type rawMeta struct {
 	Received    int64  `json:"t"`
 }
 
-// The raw body is compressed on the request path, before the commit, so
-// what is durable at the 2xx is already the compact record (docs/design.md §1).
-// SpeedFastest: on octokit's 28 KB pull_request/opened it is 3.2 KB
-// against SpeedDefault's 3.1 KB, both in the same allocation class of
-// Redis (the raw-memory budget is unchanged), and it costs far less CPU
-// under load: its match table is 256 KB, where SpeedDefault's two are
-// 1.25 MB and miss the cache between requests. One encoder per P, so
-// concurrent requests do not queue for a single encoder. No frame checksum
-// (an xxhash of the 28 KB body on both sides, ~3 µs each, and 4 bytes):
-// Redis keeps the record intact, and records written with one still
-// decode (the checksum is checked when present).
-var (
-	zenc, _ = zstd.NewWriter(nil, zstd.WithEncoderLevel(zstd.SpeedFastest),
-		zstd.WithEncoderConcurrency(min(runtime.GOMAXPROCS(0), 16)), zstd.WithEncoderCRC(false))
-	zdec, _ = zstd.NewReader(nil, zstd.WithDecoderConcurrency(0), zstd.WithDecoderMaxMemory(64<<20))
-)
-
 // recPool holds the buffers raw records are rendered into: a record only
 // lives until the commit script has been sent.
 var recPool = sync.Pool{New: func() any { b := make([]byte, 0, 8<<10); return &b }}
@@ -262,40 +341,6 @@ var recPool = sync.Pool{New: func() any { b := make([]byte, 0, 8<<10); return &b
 // maxPooledRec bounds the buffers kept in recPool (a 25 MB body would
 // otherwise pin megabytes per P).
 const maxPooledRec = 256 << 10
-
-// encodeRaw appends to out a delivery rendered as
-// uvarint(len(meta)) · meta JSON · zstd(body).
-func encodeRaw(d *Delivery, out []byte) ([]byte, error) {
-	meta, err := json.Marshal(rawMeta{d.GUID, d.Event, d.Hook, d.ContentType, d.Repo, d.Workspace, d.Ignored, d.Received.UnixMilli()})
-	if err != nil {
-		return nil, fmt.Errorf("encode delivery %s: %w", d.GUID, err)
-	}
-	if need := len(meta) + len(d.Body)/6 + 32; cap(out) < need {
-		out = make([]byte, 0, need)
-	}
-	out = binary.AppendUvarint(out, uint64(len(meta)))
-	out = append(out, meta...)
-	return zenc.EncodeAll(d.Body, out), nil
-}
-
-func decodeRaw(v []byte) (*Delivery, error) {
-	n, k := binary.Uvarint(v)
-	if k <= 0 || uint64(len(v)-k) < n {
-		return nil, errors.New("corrupt raw record")
-	}
-	var m rawMeta
-	if err := json.Unmarshal(v[k:k+int(n)], &m); err != nil {
-		return nil, fmt.Errorf("corrupt raw record: %w", err)
-	}
-	buf := bodyPool.Get().(*[]byte)
-	body, err := zdec.DecodeAll(v[k+int(n):], (*buf)[:0])
-	if err != nil {
-		bodyPool.Put(buf)
-		return nil, fmt.Errorf("corrupt raw record: %w", err)
-	}
-	return &Delivery{GUID: m.GUID, Event: m.Event, Hook: m.Hook, ContentType: m.ContentType, Repo: m.Repo,
-		Workspace: m.Workspace, Ignored: m.Ignored, Body: body, Received: time.UnixMilli(m.Received).UTC(), buf: buf}, nil
-}
 
 // bodyPool holds the buffers Raws decompresses bodies into (Release).
 var bodyPool = sync.Pool{New: func() any { b := make([]byte, 0, 32<<10); return &b }}

@@ -36,7 +36,7 @@ func (s *Store) Stored(ctx context.Context, guid string, hooks ...string) (*Deli
 	if _, err := pipe.Exec(ctx); err != nil && !errors.Is(err, redis.Nil) {
 		return nil, fmt.Errorf("stored delivery %s: %w", guid, err)
 	}
-	for _, cmd := range cmds {
+	for i, cmd := range cmds {
 		v, err := cmd.Result()
 		if errors.Is(err, redis.Nil) {
 			continue
@@ -44,10 +44,20 @@ func (s *Store) Stored(ctx context.Context, guid string, hooks ...string) (*Deli
 		if err != nil {
 			return nil, fmt.Errorf("stored delivery %s: %w", guid, err)
 		}
-		d, err := decodeRaw([]byte(v))
+		hook, shard := hooks[i/s.Shards()], i%s.Shards()
+		r, err := decodeRaw(guid, hook, []byte(v))
 		if err != nil {
 			return nil, fmt.Errorf("stored delivery %s: %w", guid, err)
 		}
+		errs := make([]error, 1)
+		ds, err := s.assemble(ctx, s.Tag(shard), []*rawRecord{r}, errs)
+		if err != nil {
+			return nil, fmt.Errorf("stored delivery %s: %w", guid, err)
+		}
+		if errs[0] != nil {
+			return nil, fmt.Errorf("stored delivery %s: %w", guid, errs[0])
+		}
+		d := ds[0]
 		body := append([]byte(nil), d.Body...)
 		Release([]*Delivery{d}) // the pooled buffer goes back; the copy stays
 		d.Body = body

@@ -52,3 +52,34 @@ func TestDecodeAsEncodingJSON(t *testing.T) {
 		}
 	}
 }
+
+// TestDecodeCompactForm: an entry in the PR tracker's compact form
+// (docs/design.md §14: no specversion, datacontenttype or workspace, no
+// coalescekey when it is the subject) decodes to the event its full form
+// decodes to; a full entry keeps what it says.
+func TestDecodeCompactForm(t *testing.T) {
+	for _, c := range []struct{ compact, full string }{
+		{`{"id":"pr\/1\/ready","source":"\/\/github.com\/o\/r","type":"github.pull_request.ready","subject":"github:o\/r#1","time":"2026-11-30T10:00:00.5Z","priority":"attention","data":{"number":1}}`,
+			`{"specversion":"1.0","id":"pr\/1\/ready","source":"\/\/github.com\/o\/r","type":"github.pull_request.ready","subject":"github:o\/r#1","time":"2026-11-30T10:00:00.5Z","datacontenttype":"application/json","workspace":"ws","priority":"attention","coalescekey":"github:o\/r#1","data":{"number":1}}`},
+		{`{"id":"g","source":"\/\/github.com\/o\/r","type":"github.check_run.completed","subject":"github:o\/r@abc","time":"2026-11-30T10:00:00Z","sessionid":"s","coalescekey":"k","terminal":true,"summary":"x"}`,
+			`{"specversion":"1.0","id":"g","source":"\/\/github.com\/o\/r","type":"github.check_run.completed","subject":"github:o\/r@abc","time":"2026-11-30T10:00:00Z","datacontenttype":"application/json","workspace":"ws","sessionid":"s","coalescekey":"k","terminal":true,"summary":"x"}`},
+	} {
+		got, err := journal.Decode(1, redis.XMessage{ID: "5-0", Values: map[string]any{"e": c.compact, "w": "ws"}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		want, err := journal.Decode(1, redis.XMessage{ID: "5-0", Values: map[string]any{"e": c.full, "w": "ws"}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !reflect.DeepEqual(got, want) {
+			t.Errorf("compact %s:\n got %+v\nwant %+v", c.compact, *got, *want)
+		}
+	}
+	// a full entry without coalescekey or datacontenttype stays without them
+	agent := `{"specversion":"1.0","id":"a","source":"wakegate:ws\/s","type":"session.turn_ended","subject":"session:s","time":"2026-11-30T10:00:00Z","workspace":"ws"}`
+	got, err := journal.Decode(1, redis.XMessage{ID: "5-1", Values: map[string]any{"e": agent, "w": "ws"}})
+	if err != nil || got.CoalesceKey != "" || got.DataContentType != "" {
+		t.Fatalf("full entry %+v %v, want it as written", got, err)
+	}
+}

@@ -293,6 +293,20 @@ func decode(shard int, m redis.XMessage) (*event.Event, error) {
 	if err := event.Decode(raw, &e); err != nil {
 		return nil, fmt.Errorf("journal entry %d-%s: %w: %w", shard, m.ID, ErrUndecodable, err)
 	}
+	if e.SpecVersion == "" {
+		// the compact form the PR tracker writes (docs/design.md §14):
+		// what it leaves out is always the same
+		e.SpecVersion = event.SpecVersion
+		if e.Workspace == "" {
+			e.Workspace, _ = m.Values["w"].(string)
+		}
+		if e.CoalesceKey == "" {
+			e.CoalesceKey = e.Subject
+		}
+		if e.DataContentType == "" {
+			e.DataContentType = "application/json"
+		}
+	}
 	e.Seq = FormatSeq(shard, m.ID)
 	return &e, nil
 }

@@ -106,23 +106,23 @@ end
 
 -- event_json builds a CloudEvent in the field order of event.Event; data
 -- is spliced in raw (the caller validated it), never re-encoded.
+-- Compact form (docs/design.md §14): without specversion, datacontenttype
+-- and workspace (the entry's "w"), and without coalescekey when it is the
+-- subject; the journal's reader puts them back (journal.decode).
 local function event_json(e)
   local p = {
-    '"specversion":"1.0"',
     '"id":' .. cjson.encode(e.id),
     '"source":' .. cjson.encode(e.source),
     '"type":' .. cjson.encode(e.type),
     '"subject":' .. cjson.encode(e.subject),
     '"time":' .. cjson.encode(e.time),
-    '"datacontenttype":"application/json"',
-    '"workspace":' .. cjson.encode(e.workspace),
   }
   local function opt(name, v)
     if v and v ~= '' then p[#p + 1] = '"' .. name .. '":' .. cjson.encode(v) end
   end
   opt('sessionid', e.sessionid)
   opt('priority', e.priority)
-  opt('coalescekey', e.coalescekey)
+  if e.coalescekey ~= e.subject then opt('coalescekey', e.coalescekey) end
   if e.terminal then p[#p + 1] = '"terminal":true' end
   opt('summary', e.summary)
   if e.data and e.data ~= '' then p[#p + 1] = '"data":' .. e.data end

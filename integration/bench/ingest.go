@@ -84,6 +84,11 @@ func runIngest(ctx context.Context, r *runner) error {
 		sustained = float64(gw.N) / (gw.Elapsed + time.Since(ended)).Seconds()
 	}
 	mem1, _ := sys.UsedMemory(ctx)
+	if n := accepted.Load(); n > 0 {
+		if split, err := sys.MemorySplit(ctx); err == nil {
+			r.note("Redis memory per retained delivery, by key category: %s", formatSplit(split, n))
+		}
+	}
 
 	// Latency at a fixed rate, open loop.
 	blOpen, err := r.baseline(ctx, sys, open("baseline, open loop"))

@@ -20,7 +20,7 @@ import (
 
 const (
 	memDeliveries = 2000
-	rawBudget     = 4096 // bytes per raw 28 KB delivery
+	rawBudget     = 1280 // bytes per raw 28 KB delivery (docs/design.md §14)
 	entryBudget   = 1536 // bytes per journal entry
 	// ttlKeyOverhead is what MEMORY USAGE does not count for a key with a
 	// TTL: its entry in the expires dict (24 B, a 32 B allocation) and the
@@ -33,12 +33,15 @@ const (
 // derives them with the real deriver, and pushes memDeliveries agent
 // events; then it measures with MEMORY USAGE … SAMPLES 0 on real Redis:
 //
-//	raw delivery  = raw record + GUID marker + body marker + what the ingest
-//	                stream keeps of it once derived (the deriver deletes a
-//	                derived record: the stream's bytes ÷ deliveries)
+//	raw delivery  = raw record + body marker + its share of the shared
+//	                objects (repository, users: stored once per ingest
+//	                shard, ÷ deliveries) + what the ingest stream keeps of
+//	                it once derived (the deriver deletes a derived record:
+//	                the stream's bytes ÷ deliveries); the raw record's own
+//	                key is the GUID marker
 //	journal entry = journal stream bytes ÷ entries + its (source, id) marker
 //
-// and asserts the budgets on those MEMORY USAGE sums: ≤ 4 KB and
+// and asserts the budgets on those MEMORY USAGE sums: ≤ 1.25 KB and
 // ≤ 1.5 KB. It also logs them with ttlKeyOverhead added per key, which
 // MEMORY USAGE leaves out (measured on redis-server 7.0.15: 100,000 SETs
 // with EX grew used_memory by ≈ 46 B per key more than MEMORY USAGE says).
@@ -71,14 +74,18 @@ func TestMemoryBudget(t *testing.T) {
 	if c := derived.cats["ingest"]; c != nil {
 		kept = float64(c.bytes) / memDeliveries
 	}
-	rawCost := derived.mean("raw") + derived.mean("dd") + derived.mean("bh") + kept
-	rawWithOverhead := rawCost + 3*ttlKeyOverhead
+	var shared float64
+	if c := derived.cats["obj"]; c != nil {
+		shared = float64(c.bytes) / memDeliveries
+	}
+	rawCost := derived.mean("raw") + derived.mean("bm") + shared + kept
+	rawWithOverhead := rawCost + 2*ttlKeyOverhead
 	ghEntry := perEntry(derived, "journal") + derived.mean("eid")
 	ghWithOverhead := ghEntry + ttlKeyOverhead
 	t.Logf("after %d deliveries committed:\n%s", memDeliveries, raw)
 	t.Logf("after they were derived:\n%s", derived)
-	t.Logf("raw delivery: raw %.0f + GUID marker %.0f + body marker %.0f + ingest stream %.0f = %.0f B (with %d B/key untracked TTL overhead: %.0f B; budget %d B); body %d B, %.1fx smaller; until derived, its ingest entry (with the fact) %.0f B",
-		derived.mean("raw"), derived.mean("dd"), derived.mean("bh"), kept, rawCost, ttlKeyOverhead, rawWithOverhead, rawBudget,
+	t.Logf("raw delivery: raw %.0f + body marker %.0f + shared objects %.0f + ingest stream %.0f = %.0f B (with %d B/key untracked TTL overhead: %.0f B; budget %d B); body %d B, %.1fx smaller; until derived, its ingest entry (with the fact) %.0f B",
+		derived.mean("raw"), derived.mean("bm"), shared, kept, rawCost, ttlKeyOverhead, rawWithOverhead, rawBudget,
 		len(p.body(1)), float64(len(p.body(1)))/rawWithOverhead, ingestEntry)
 	t.Logf("GitHub journal entry: %.0f B in the stream (%d entries for %d deliveries) + marker %.0f = %.0f B (with overhead %.0f B; budget %d B); tracker state %.0f B per PR",
 		perEntry(derived, "journal"), derived.cats["journal"].entries, memDeliveries, derived.mean("eid"), ghEntry, ghWithOverhead, entryBudget,

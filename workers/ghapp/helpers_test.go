@@ -3,7 +3,6 @@ package ghapp
 import (
 	"bytes"
 	"context"
-	"encoding/json"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -104,11 +103,11 @@ func journaled(t *testing.T, rdb redis.UniversalClient, j *journal.Journal) []*e
 			t.Fatal(err)
 		}
 		for _, m := range msgs {
-			var e event.Event
-			if err := json.Unmarshal([]byte(m.Values["e"].(string)), &e); err != nil {
+			e, err := journal.Decode(s, m) // the journal's one reader (entries may be in compact form)
+			if err != nil {
 				t.Fatal(err)
 			}
-			out = append(out, &e)
+			out = append(out, e)
 		}
 	}
 	return out

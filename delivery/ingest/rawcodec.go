@@ -1,0 +1,350 @@
+package ingest
+
+import (
+	"crypto/sha256"
+	_ "embed" // the compression dictionary
+	"encoding/binary"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"runtime"
+	"sync"
+	"time"
+
+	"github.com/klauspost/compress/zstd"
+
+	"github.com/wakegate/wakegate/delivery/ingest/internal/spans"
+
+	"github.com/wakegate/wakegate/keyspace"
+)
+
+// Raw records (docs/design.md §14). Two formats are read:
+//
+//	v1 (before): uvarint(len(meta)) · meta JSON · zstd(body)
+//	v2:          0x00 0x02 · uvarint(dictionary id, 0 = none) ·
+//	             meta (event, content type, repo, workspace, ignored as
+//	             uvarint-length strings; uvarint received unix ms) ·
+//	             uvarint(n) · n × 16-byte object hashes ·
+//	             uvarint(m) · m × (uvarint position delta, uvarint object index) ·
+//	             zstd(rest)
+//
+// v1's first byte is never 0 (its meta JSON is at least "{}"). In v2 the
+// GUID and hook are the key's, not repeated in the value; "rest" is the
+// body with the spans of its shared objects (findSpans) cut out, and each
+// object is stored once per ingest shard under objKey, zstd-compressed
+// with the same dictionary. Positions are offsets into rest where the
+// objects go back, in order: the body comes back byte for byte.
+
+// githubDict is a zstd dictionary trained on the GitHub payload examples of
+// testdata/github (`cd delivery/ingest && go run ./internal/gendict -o
+// github.zdict`, which refuses to replace a dictionary under its id:
+// training is not deterministic): every example but the one
+// `wakegate bench ingest` sends, cut into rests and shared objects as
+// they are stored). Its id is in every v2 record (and zstd frame): a
+// new dictionary gets a new id, and the old one stays registered with
+// the decoder for as long as records written with it are retained.
+//
+//go:embed github.zdict
+var githubDict []byte
+
+// dictID is githubDict's id, the one written in new records.
+const dictID = 0x57470001
+
+const objHashLen = 16
+
+// The raw body is compressed on the request path, before the commit, so
+// what is durable at the 2xx is already the compact record (docs/design.md
+// §1). SpeedFastest: its match table is 256 KB, where SpeedDefault's two are
+// 1.25 MB and miss the cache between requests, and with the dictionary the
+// bytes differ little. One encoder per P, so concurrent requests do not
+// queue for a single encoder. No frame checksum (an xxhash on both sides,
+// and 4 bytes): Redis keeps the record intact, and records written with one
+// still decode (the checksum is checked when present).
+var (
+	zenc, _ = zstd.NewWriter(nil, zstd.WithEncoderLevel(zstd.SpeedFastest),
+		zstd.WithEncoderConcurrency(min(runtime.GOMAXPROCS(0), 16)), zstd.WithEncoderCRC(false),
+		zstd.WithEncoderDict(githubDict))
+	zdec, _ = zstd.NewReader(nil, zstd.WithDecoderConcurrency(0), zstd.WithDecoderMaxMemory(64<<20),
+		zstd.WithDecoderDicts(githubDict))
+)
+
+func init() {
+	if id, err := zstd.InspectDictionary(githubDict); err != nil || id.ID() != dictID {
+		panic(fmt.Sprintf("ingest: the embedded dictionary github.zdict is not dictionary %#x (%v)", dictID, err))
+	}
+}
+
+// object is a shared object of a body: its hash and its bytes.
+type object struct {
+	sum  [objHashLen]byte
+	data []byte
+}
+
+func (o object) hex() string { return hex.EncodeToString(o.sum[:]) }
+
+// objKey is the object store's key of an object in an ingest shard.
+func objKey(tag, sumHex string) string { return keyspace.IngestShard(tag).Object(sumHex) }
+
+// splitBody cuts the shared objects out of body: the rest, the distinct
+// objects, and where each span goes back (position in rest, object index).
+func splitBody(body []byte, rest []byte) ([]byte, []object, [][2]int) {
+	sps := spans.Find(body)
+	if len(sps) == 0 {
+		return append(rest, body...), nil, nil
+	}
+	var objs []object
+	refs := make([][2]int, 0, len(sps))
+	prev := 0
+	for _, sp := range sps {
+		rest = append(rest, body[prev:sp.Start]...)
+		data := body[sp.Start:sp.End]
+		idx := -1
+		for k, o := range objs {
+			if string(o.data) == string(data) {
+				idx = k
+				break
+			}
+		}
+		if idx < 0 {
+			objs = append(objs, object{sum: hashes.sum(data), data: data})
+			idx = len(objs) - 1
+		}
+		refs = append(refs, [2]int{len(rest), idx})
+		prev = sp.End
+	}
+	return append(rest, body[prev:]...), objs, refs
+}
+
+// encodeRaw appends d's v2 record to out and returns the shared objects
+// it references (their data aliasing d.Body).
+func encodeRaw(d *Delivery, out []byte) ([]byte, []object, error) {
+	restBuf := restPool.Get().(*[]byte)
+	defer restPool.Put(restBuf)
+	rest, objs, refs := splitBody(d.Body, (*restBuf)[:0])
+	if cap(rest) <= maxPooledRec {
+		*restBuf = rest[:0]
+	}
+	if need := 96 + len(d.Repo) + len(d.Workspace) + len(d.Ignored) + len(objs)*objHashLen + len(refs)*4 + len(rest)/6; cap(out) < need {
+		out = make([]byte, 0, need)
+	}
+	out = append(out, 0, 2)
+	out = binary.AppendUvarint(out, dictID)
+	for _, s := range [...]string{d.Event, d.ContentType, d.Repo, d.Workspace, d.Ignored} {
+		out = binary.AppendUvarint(out, uint64(len(s)))
+		out = append(out, s...)
+	}
+	out = binary.AppendUvarint(out, uint64(d.Received.UnixMilli()))
+	out = binary.AppendUvarint(out, uint64(len(objs)))
+	for _, o := range objs {
+		out = append(out, o.sum[:]...)
+	}
+	out = binary.AppendUvarint(out, uint64(len(refs)))
+	prev := 0
+	for _, r := range refs {
+		out = binary.AppendUvarint(out, uint64(r[0]-prev))
+		out = binary.AppendUvarint(out, uint64(r[1]))
+		prev = r[0]
+	}
+	return zenc.EncodeAll(rest, out), objs, nil
+}
+
+// encodeObject is an object as the object store keeps it: a zstd frame
+// (with the dictionary's id in its header).
+func encodeObject(data []byte) []byte { return zenc.EncodeAll(data, nil) }
+
+// rawRecord is a decoded raw record whose body may still lack its objects.
+type rawRecord struct {
+	d    *Delivery
+	rest []byte // v2: the body without its objects (pooled in d.buf)
+	objs [][objHashLen]byte
+	refs [][2]int
+}
+
+// decodeRaw decodes a raw record stored under guid and hook. A v2 record
+// that references objects comes back with them still to be put in
+// (rawRecord.objs, assemble).
+func decodeRaw(guid, hook string, v []byte) (*rawRecord, error) {
+	if len(v) >= 2 && v[0] == 0 {
+		return decodeRawV2(guid, hook, v)
+	}
+	n, k := binary.Uvarint(v)
+	if k <= 0 || uint64(len(v)-k) < n {
+		return nil, errors.New("corrupt raw record")
+	}
+	var m rawMeta
+	if err := json.Unmarshal(v[k:k+int(n)], &m); err != nil {
+		return nil, fmt.Errorf("corrupt raw record: %w", err)
+	}
+	buf := bodyPool.Get().(*[]byte)
+	body, err := zdec.DecodeAll(v[k+int(n):], (*buf)[:0])
+	if err != nil {
+		bodyPool.Put(buf)
+		return nil, fmt.Errorf("corrupt raw record: %w", err)
+	}
+	return &rawRecord{d: &Delivery{GUID: m.GUID, Event: m.Event, Hook: m.Hook, ContentType: m.ContentType, Repo: m.Repo,
+		Workspace: m.Workspace, Ignored: m.Ignored, Body: body, Received: time.UnixMilli(m.Received).UTC(), buf: buf}}, nil
+}
+
+var errCorrupt = errors.New("corrupt raw record")
+
+func decodeRawV2(guid, hook string, v []byte) (*rawRecord, error) {
+	if v[1] != 2 {
+		return nil, fmt.Errorf("raw record format %d: %w", v[1], errCorrupt)
+	}
+	p := v[2:]
+	uv := func() (uint64, bool) {
+		x, k := binary.Uvarint(p)
+		if k <= 0 {
+			return 0, false
+		}
+		p = p[k:]
+		return x, true
+	}
+	str := func() (string, bool) {
+		n, ok := uv()
+		if !ok || n > uint64(len(p)) {
+			return "", false
+		}
+		s := string(p[:n])
+		p = p[n:]
+		return s, true
+	}
+	if _, ok := uv(); !ok { // dictionary id: the zstd frame names it too
+		return nil, errCorrupt
+	}
+	var fs [5]string
+	for i := range fs {
+		s, ok := str()
+		if !ok {
+			return nil, errCorrupt
+		}
+		fs[i] = s
+	}
+	ms, ok := uv()
+	if !ok {
+		return nil, errCorrupt
+	}
+	nobj, ok := uv()
+	if !ok || nobj*objHashLen > uint64(len(p)) {
+		return nil, errCorrupt
+	}
+	r := &rawRecord{objs: make([][objHashLen]byte, nobj)}
+	for i := range r.objs {
+		copy(r.objs[i][:], p[:objHashLen])
+		p = p[objHashLen:]
+	}
+	nref, ok := uv()
+	if !ok || nref > uint64(len(p)) {
+		return nil, errCorrupt
+	}
+	r.refs = make([][2]int, nref)
+	pos := 0
+	for i := range r.refs {
+		d, ok1 := uv()
+		idx, ok2 := uv()
+		if !ok1 || !ok2 || idx >= nobj || d > uint64(len(v))<<8 {
+			return nil, errCorrupt
+		}
+		pos += int(d)
+		r.refs[i] = [2]int{pos, int(idx)}
+	}
+	buf := bodyPool.Get().(*[]byte)
+	rest, err := zdec.DecodeAll(p, (*buf)[:0])
+	if err != nil {
+		bodyPool.Put(buf)
+		return nil, fmt.Errorf("corrupt raw record: %w", err)
+	}
+	if len(r.refs) > 0 && r.refs[len(r.refs)-1][0] > len(rest) {
+		bodyPool.Put(buf)
+		return nil, errCorrupt
+	}
+	r.d = &Delivery{GUID: guid, Hook: hook, Event: fs[0], ContentType: fs[1], Repo: fs[2], Workspace: fs[3], Ignored: fs[4],
+		Received: time.UnixMilli(int64(ms)).UTC(), buf: buf}
+	if len(r.refs) == 0 {
+		r.d.Body = rest
+	} else {
+		r.rest = rest
+	}
+	return r, nil
+}
+
+// assemble puts the record's objects back (objs: decompressed, by hash)
+// and returns the delivery with its body byte for byte as received.
+func (r *rawRecord) assemble(objs map[[objHashLen]byte][]byte) (*Delivery, error) {
+	if r.rest == nil {
+		return r.d, nil
+	}
+	n := len(r.rest)
+	for _, ref := range r.refs {
+		o, ok := objs[r.objs[ref[1]]]
+		if !ok {
+			return nil, fmt.Errorf("shared object %x of the raw record: %w", r.objs[ref[1]], ErrNotFound)
+		}
+		n += len(o)
+	}
+	body := make([]byte, 0, n)
+	prev := 0
+	for _, ref := range r.refs {
+		body = append(body, r.rest[prev:ref[0]]...)
+		body = append(body, objs[r.objs[ref[1]]]...)
+		prev = ref[0]
+	}
+	body = append(body, r.rest[prev:]...)
+	// the rest's pooled buffer goes back; the body is its own
+	*r.d.buf = r.rest[:0]
+	bodyPool.Put(r.d.buf)
+	r.d.buf, r.rest = nil, nil
+	r.d.Body = body
+	return r.d, nil
+}
+
+// decodeObject decompresses a stored object and checks it is the one its
+// hash names.
+func decodeObject(sum [objHashLen]byte, v []byte) ([]byte, error) {
+	data, err := zdec.DecodeAll(v, nil)
+	if err != nil {
+		return nil, fmt.Errorf("shared object %x: %w", sum, err)
+	}
+	full := sha256.Sum256(data)
+	if string(full[:objHashLen]) != string(sum[:]) {
+		return nil, fmt.Errorf("shared object %x: content does not match its hash: %w", sum, errCorrupt)
+	}
+	return data, nil
+}
+
+// hashes remembers the hashes of objects seen lately, by their bytes: the
+// same repository and users come with every delivery about a repository,
+// and looking 15 KB up in a map (the runtime's AES hash, then a compare)
+// costs a fraction of hashing it with SHA-256 again.
+var hashes hashCache
+
+type hashCache struct {
+	mu    sync.Mutex
+	m     map[string][objHashLen]byte
+	bytes int
+}
+
+const maxHashCache = 4 << 20
+
+func (c *hashCache) sum(data []byte) [objHashLen]byte {
+	c.mu.Lock()
+	sum, ok := c.m[string(data)]
+	c.mu.Unlock()
+	if ok {
+		return sum
+	}
+	full := sha256.Sum256(data)
+	copy(sum[:], full[:objHashLen])
+	c.mu.Lock()
+	if c.m == nil || c.bytes+len(data) > maxHashCache {
+		c.m, c.bytes = map[string][objHashLen]byte{}, 0
+	}
+	c.m[string(data)] = sum
+	c.bytes += len(data)
+	c.mu.Unlock()
+	return sum
+}
+
+// restPool holds the buffers bodies are split into before compression.
+var restPool = sync.Pool{New: func() any { b := make([]byte, 0, 32<<10); return &b }}
