@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/wakegate/wakegate/keyspace"
 	"github.com/wakegate/wakegate/providers/event"
 	"github.com/wakegate/wakegate/providers/github"
 	"github.com/wakegate/wakegate/providers/github/app"
@@ -82,7 +83,7 @@ func settings() []setting {
 		{"WAKEGATE_WORKER_ADDR", ":9091", "listen address of a worker's /healthz, /readyz and /metrics", false, str(func(c *config) *string { return &c.WorkerAddr })},
 		{"WAKEGATE_WORKER_ID", "", "this worker's identity among the route consumers, kept across restarts so a restarted worker reclaims its shards at once; empty: the host name (a pod's name), with a suffix when another live process on the host holds it", false, str(func(c *config) *string { return &c.WorkerID })},
 		{"WAKEGATE_REDIS_URL", "", "redis://, rediss://, redis+sentinel://…?master_name= or redis+cluster:// URL; empty: serve embeds an in-memory Redis, gateway and worker refuse to start", true, str(func(c *config) *string { return &c.RedisURL })},
-		{"WAKEGATE_REDIS_PREFIX", "wg", "prefix of every Redis key and channel", false, str(func(c *config) *string { return &c.RedisPrefix })},
+		{"WAKEGATE_REDIS_PREFIX", keyspace.DefaultPrefix, "prefix of every Redis key and channel", false, str(func(c *config) *string { return &c.RedisPrefix })},
 		{"WAKEGATE_INGEST_LIMITS", "workspace=5000/s,token=1000/s", "ingest rate limits per gateway process", false, str(func(c *config) *string { return &c.IngestLimits })},
 		{"WAKEGATE_GITHUB_WEBHOOK_SECRETS", "", "comma-separated webhook secrets, all accepted, the first current", true, func(c *config, v string) error {
 			c.WebhookSecrets = nil

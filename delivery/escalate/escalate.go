@@ -34,6 +34,7 @@ package escalate
 
 import (
 	"context"
+	_ "embed"
 	"encoding/json"
 	"fmt"
 	"strconv"
@@ -42,6 +43,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/wakegate/wakegate/delivery/inbox"
+	"github.com/wakegate/wakegate/keyspace"
 	"github.com/wakegate/wakegate/providers/event"
 )
 
@@ -53,10 +55,10 @@ type Store struct {
 }
 
 // New returns the store on rdb under prefix (WAKEGATE_REDIS_PREFIX,
-// default "wg").
+// default keyspace.DefaultPrefix).
 func New(rdb redis.UniversalClient, prefix string) *Store {
 	if prefix == "" {
-		prefix = "wg"
+		prefix = keyspace.DefaultPrefix
 	}
 	return &Store{rdb: rdb, prefix: prefix}
 }
@@ -64,7 +66,7 @@ func New(rdb redis.UniversalClient, prefix string) *Store {
 type keys struct{ due, claims, dead string }
 
 func (s *Store) keysOf(ws, party string) keys {
-	base := s.prefix + ":" + inbox.Tag(s.prefix, ws, party)
+	base := keyspace.Recipient(s.prefix, ws, party)
 	return keys{due: inbox.EscalationKey(s.prefix, ws, party), claims: base + ":xc", dead: base + ":xd"}
 }
 
@@ -102,23 +104,12 @@ type Pending struct {
 }
 
 // dueScript lists the entries of one recipient due by a time.
+// Its KEYS, ARGV and reply are in due.lua.
 //
-// KEYS[1] = :x, KEYS[2] = :xc, KEYS[3] = :xd of the recipient
-// ARGV[1] = due bound (ms, inclusive), ARGV[2] = limit
-// Returns {ck, due, claim JSON or "", 1 if dead-lettered else 0, ...} in
-// ascending due.
-var dueScript = redis.NewScript(`
-local page = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', ARGV[1], 'WITHSCORES', 'LIMIT', 0, tonumber(ARGV[2]))
-local out = {}
-for i = 1, #page, 2 do
-  local ck = page[i]
-  out[#out + 1] = ck
-  out[#out + 1] = page[i + 1]
-  out[#out + 1] = redis.call('HGET', KEYS[2], ck) or ''
-  out[#out + 1] = redis.call('SISMEMBER', KEYS[3], ck)
-end
-return out
-`)
+//go:embed due.lua
+var dueLua string
+
+var dueScript = keyspace.NewScript("delivery/escalate/due.lua", dueLua)
 
 // Due returns up to limit entries of a recipient due by (at or before)
 // by, earliest first, each with its recorded claim and dead-letter mark.
@@ -170,20 +161,12 @@ func (s *Store) Next(ctx context.Context, ws, party string) (due time.Time, ok b
 }
 
 // claimScript records a check's decision once.
+// Its KEYS, ARGV and reply are in claim.lua.
 //
-// KEYS[1] = :x, KEYS[2] = :xc of the recipient
-// ARGV[1] = coalesce key, ARGV[2] = the due ms decided for, ARGV[3] = Claim JSON
-// Returns the claim in force — an earlier one, or ARGV[3] now recorded —
-// or "" (nothing recorded) when the key is no longer due at ARGV[2]: acked,
-// raised or re-armed meanwhile; its next check decides.
-var claimScript = redis.NewScript(`
-local cur = redis.call('HGET', KEYS[2], ARGV[1])
-if cur then return cur end
-local due = redis.call('ZSCORE', KEYS[1], ARGV[1])
-if not due or tonumber(due) ~= tonumber(ARGV[2]) then return '' end
-redis.call('HSET', KEYS[2], ARGV[1], ARGV[3])
-return ARGV[3]
-`)
+//go:embed claim.lua
+var claimLua string
+
+var claimScript = keyspace.NewScript("delivery/escalate/claim.lua", claimLua)
 
 // Claim records c as the decision for a recipient's entry ck, due at
 // c.Due. It returns the claim to act on (an earlier run's wins), and ok
@@ -212,20 +195,12 @@ func (s *Store) Claim(ctx context.Context, ws, party, ck string, c Claim) (Claim
 }
 
 // doneScript ends the check of one entry.
+// Its KEYS, ARGV and reply are in done.lua.
 //
-// KEYS[1] = :x, KEYS[2] = :xc, KEYS[3] = :xd of the recipient
-// ARGV[1] = coalesce key, ARGV[2] = the due ms it was checked for
-// Removes the claim; removes the key from :x and :xd only if it is still
-// due at ARGV[2] (a raise or a dead letter since has re-armed it: that
-// check is still to come). Returns 1 when the key left :x, else 0.
-var doneScript = redis.NewScript(`
-redis.call('HDEL', KEYS[2], ARGV[1])
-local due = redis.call('ZSCORE', KEYS[1], ARGV[1])
-if not due or tonumber(due) ~= tonumber(ARGV[2]) then return 0 end
-redis.call('ZREM', KEYS[1], ARGV[1])
-redis.call('SREM', KEYS[3], ARGV[1])
-return 1
-`)
+//go:embed done.lua
+var doneLua string
+
+var doneScript = keyspace.NewScript("delivery/escalate/done.lua", doneLua)
 
 // Done ends the check of a recipient's entry ck made for due: no later
 // timer sees it again unless it is re-armed (a raise, a dead letter).
@@ -242,18 +217,12 @@ func (s *Store) Done(ctx context.Context, ws, party, ck string, due int64) error
 
 // deadScript marks entries whose push was dead-lettered to escalate at
 // once.
+// Its KEYS, ARGV and reply are in dead.lua.
 //
-// KEYS[1] = :x, KEYS[2] = :xd of the recipient
-// ARGV[1] = now (ms), ARGV[2..] = coalesce keys
-// Returns how many keys it marked. An entry acked since is dropped by its
-// check; one that may not escalate (never armed) too.
-var deadScript = redis.NewScript(`
-for i = 2, #ARGV do
-  redis.call('ZADD', KEYS[1], ARGV[1], ARGV[i])
-  redis.call('SADD', KEYS[2], ARGV[i])
-end
-return #ARGV - 1
-`)
+//go:embed dead.lua
+var deadLua string
+
+var deadScript = keyspace.NewScript("delivery/escalate/dead.lua", deadLua)
 
 // DeadLettered makes the entries cks of a recipient due now, marked as
 // dead-lettered (docs/design.md §8: its push was dead-lettered — escalate then,

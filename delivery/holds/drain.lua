@@ -3,6 +3,7 @@
 -- enqueues the digest push (idempotent on the record's id) and then
 -- deletes the record (Done). A release that finds a draining record left
 -- by a crash answers it again, with its original id, before anything new.
+-- Rule: docs/design.md §7 held wakes released as one digest.
 --
 -- KEYS[1] = <tag>:hold:q:<reason>   list of held items (JSON)
 -- KEYS[2] = <tag>:hold:dr:<reason>  string: the draining record

@@ -39,6 +39,7 @@ import (
 
 	"github.com/wakegate/wakegate/delivery/inbox"
 	"github.com/wakegate/wakegate/delivery/supervision"
+	"github.com/wakegate/wakegate/keyspace"
 	"github.com/wakegate/wakegate/providers/event"
 	"github.com/wakegate/wakegate/providers/kind"
 )
@@ -55,18 +56,18 @@ const (
 const ScopeAll = "all"
 
 var (
+	//go:embed holds_decide.lua
+	holdsDecideLua string
 	//go:embed decide.lua
 	decideLua string
+	//go:embed deliver_decide.lua
+	deliverDecideLua string
 	//go:embed drain.lua
 	drainLua string
 
-	// decideFuncLua defines holds_decide(KEYS, ARGV): decide.lua as a
-	// function.
-	decideFuncLua = "local function holds_decide(KEYS, ARGV)\n" + decideLua + "\nend\n"
-
-	decideScript        = redis.NewScript(decideFuncLua + "return holds_decide(KEYS, ARGV)\n")
-	deliverDecideScript = redis.NewScript(inbox.DeliverFuncLua + decideFuncLua + deliverDecideLua)
-	drainScript         = redis.NewScript(drainLua)
+	decideScript        = keyspace.NewScript("delivery/holds/decide.lua", holdsDecideLua, decideLua)
+	deliverDecideScript = keyspace.NewScript("delivery/holds/deliver_decide.lua", inbox.DeliverFuncLua, holdsDecideLua, deliverDecideLua)
+	drainScript         = keyspace.NewScript("delivery/holds/drain.lua", drainLua)
 )
 
 // ErrInvalid wraps the error of a call with bad input; nothing was written.
@@ -82,15 +83,12 @@ const MaxQuietRecords = 10_000
 var ErrLimit = kind.New(kind.Limit, "holds: quiet record limit reached")
 
 // setQuietScript puts a quiet record.
+// Its KEYS, ARGV and reply are in set_quiet.lua.
 //
-// KEYS[1] the workspace's quiet hash; ARGV[1] scope, ARGV[2] record JSON,
-// ARGV[3] MaxQuietRecords. Returns 1 when written, 0 when the scope is
-// new and the hash holds ARGV[3] records already (nothing written).
-var setQuietScript = redis.NewScript(`
-if redis.call('HEXISTS', KEYS[1], ARGV[1]) == 0 and redis.call('HLEN', KEYS[1]) >= tonumber(ARGV[3]) then return 0 end
-redis.call('HSET', KEYS[1], ARGV[1], ARGV[2])
-return 1
-`)
+//go:embed set_quiet.lua
+var setQuietLua string
+
+var setQuietScript = keyspace.NewScript("delivery/holds/set_quiet.lua", setQuietLua)
 
 // Store keeps presence, quiet records and held wakes.
 type Store struct {
@@ -98,10 +96,10 @@ type Store struct {
 	prefix string
 }
 
-// New returns the store on rdb under prefix (default "wg").
+// New returns the store on rdb under prefix (default keyspace.DefaultPrefix).
 func New(rdb redis.UniversalClient, prefix string) *Store {
 	if prefix == "" {
-		prefix = "wg"
+		prefix = keyspace.DefaultPrefix
 	}
 	return &Store{rdb: rdb, prefix: prefix}
 }
@@ -112,12 +110,12 @@ func New(rdb redis.UniversalClient, prefix string) *Store {
 //	<prefix>:{<prefix>:hq:<ws>}:quiet    hash    scope ("all" or a party) → Quiet JSON
 //	<prefix>:{<prefix>:hq:<ws>}:held     set     parties with quiet-held wakes (what lifting "all" visits)
 func (s *Store) rkey(ws, party, suffix string) string {
-	return s.prefix + ":" + inbox.Tag(s.prefix, ws, party) + ":" + suffix
+	return keyspace.Recipient(s.prefix, ws, party) + ":" + suffix
 }
 func (s *Store) quietKey(ws string) string {
-	return s.prefix + ":{" + s.prefix + ":hq:" + ws + "}:quiet"
+	return keyspace.Quiet(s.prefix, ws) + ":quiet"
 }
-func (s *Store) heldKey(ws string) string { return s.prefix + ":{" + s.prefix + ":hq:" + ws + "}:held" }
+func (s *Store) heldKey(ws string) string { return keyspace.Quiet(s.prefix, ws) + ":held" }
 
 func checkRecipient(ws, party string) error {
 	if !event.ValidWorkspace(ws) {
@@ -419,29 +417,6 @@ func (s *Store) Decide(ctx context.Context, r Request) (Decision, error) {
 	return s.decision(ctx, r, out)
 }
 
-// deliverDecideLua delivers into one recipient's inbox and, when the
-// update decides a wake, takes the holds decision in the same call: one
-// round trip where Deliver then Decide take two.
-//
-// KEYS[1..6] and ARGV[1..3] are deliver.lua's (inbox.DeliveryCall);
-// KEYS[7..10] are decide.lua's KEYS[1..4]; ARGV[4..10] are decide.lua's
-// ARGV[2..8], except that ARGV[8] (decide.lua's ARGV[6], the held item)
-// is the item's JSON after its seq and kind, without the opening brace
-// (itemTail): the delivery decides those two.
-//
-// Returns deliver.lua's reply, with decide.lua's outcome appended as a
-// seventh value when the update decided a wake.
-const deliverDecideLua = `
-local r = inbox_deliver(KEYS, ARGV)
-if r[4] == 1 then
-  local seq = string.format('%d', r[1])
-  local item = '{"seq":' .. seq .. ',"kind":"' .. r[5] .. '",' .. ARGV[8]
-  r[7] = holds_decide({ KEYS[7], KEYS[8], KEYS[9], KEYS[10] },
-    { seq, ARGV[4], ARGV[5], ARGV[6], ARGV[7], item, ARGV[9], ARGV[10] })
-end
-return r
-`
-
 // DeliverAndDecide is box.Deliver(ctx, d, r.Now) and, when that decides a
 // wake, Decide for it (r.Result is the delivery's), in one script call.
 //
@@ -587,7 +562,7 @@ func itemOf(e *event.Event, res inbox.Result, now time.Time, eventJSON string) I
 }
 
 // ItemTail is the JSON of e's held item after its seq and kind, without
-// the opening brace: deliverDecideLua prepends the two, which the
+// the opening brace: deliver_decide.lua prepends the two, which the
 // delivery decides (Item lists them first). eventJSON is json.Marshal(e)
 // when the caller has it ("": encoded here). It is the same for every
 // party e is delivered to at now, so a caller delivering e to several

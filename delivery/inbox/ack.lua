@@ -3,6 +3,7 @@
 -- entry that has taken a newer seq since (a fold) is not acked by its old
 -- one. Acked entries are gone; the next event of their coalesce key starts
 -- a fresh entry.
+-- Rule: docs/design.md §7 ack.
 --
 -- KEYS[1..4] = :n, :e, :u, :w of the recipient
 -- KEYS[5]    = :x of the recipient (an acked entry never escalates)

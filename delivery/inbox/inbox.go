@@ -46,15 +46,16 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/wakegate/wakegate/keyspace"
 	"github.com/wakegate/wakegate/providers/event"
 	"github.com/wakegate/wakegate/providers/kind"
 )
 
-const defaultPrefix = "wg"
-
 var (
 	//go:embed inbox.lua
 	inboxLua string
+	//go:embed inbox_deliver.lua
+	inboxDeliverLua string
 	//go:embed deliver.lua
 	deliverLua string
 	//go:embed list.lua
@@ -64,16 +65,16 @@ var (
 	//go:embed pushed.lua
 	pushedLua string
 
-	// DeliverFuncLua defines inbox_deliver(KEYS, ARGV): deliver.lua as a
-	// function, for a script that delivers and then goes on in the same
-	// atomic step (package holds: the holds decision); DeliveryCall gives
-	// its KEYS and ARGV, ParseDelivery reads its reply.
-	DeliverFuncLua = inboxLua + "local function inbox_deliver(KEYS, ARGV)\n" + deliverLua + "\nend\n"
+	// DeliverFuncLua defines inbox_deliver(KEYS, ARGV) (inbox.lua and
+	// inbox_deliver.lua), for a script that delivers and then goes on in
+	// the same atomic step (package holds: the holds decision);
+	// DeliveryCall gives its KEYS and ARGV, ParseDelivery reads its reply.
+	DeliverFuncLua = keyspace.Join(inboxLua, inboxDeliverLua)
 
-	deliverScript = redis.NewScript(DeliverFuncLua + "return inbox_deliver(KEYS, ARGV)\n")
-	listScript    = redis.NewScript(inboxLua + listLua)
-	ackScript     = redis.NewScript(inboxLua + ackLua)
-	pushedScript  = redis.NewScript(inboxLua + pushedLua)
+	deliverScript = keyspace.NewScript("delivery/inbox/deliver.lua", inboxLua, inboxDeliverLua, deliverLua)
+	listScript    = keyspace.NewScript("delivery/inbox/list.lua", inboxLua, listLua)
+	ackScript     = keyspace.NewScript("delivery/inbox/ack.lua", inboxLua, ackLua)
+	pushedScript  = keyspace.NewScript("delivery/inbox/pushed.lua", inboxLua, pushedLua)
 )
 
 // ErrBeyondLast is returned by Ack for a seq beyond the inbox's last
@@ -88,7 +89,7 @@ var ErrInvalid = kind.New(kind.Invalid, "inbox: invalid input")
 // Config fixes the inboxes' key prefix and retention.
 type Config struct {
 	// Prefix starts every key and channel (WAKEGATE_REDIS_PREFIX).
-	// Default "wg".
+	// Default keyspace.DefaultPrefix.
 	Prefix string
 	// Retention is how long a dedup marker keeps a second delivery of the
 	// same event out. Default 72h.

@@ -3,6 +3,8 @@ package inbox
 import (
 	"crypto/sha1"
 	"encoding/hex"
+
+	"github.com/wakegate/wakegate/keyspace"
 )
 
 // Key builders: the Go side of the layout inbox.lua documents. Every key of
@@ -21,7 +23,7 @@ import (
 
 // Tag returns the hash tag every key of one recipient shares.
 func Tag(prefix, workspace, party string) string {
-	return "{" + prefixOr(prefix) + ":ib:" + workspace + ":" + party + "}"
+	return keyspace.RecipientTag(prefix, workspace, party)
 }
 
 // keys are the names of one recipient's keys.
@@ -35,7 +37,7 @@ type keys struct {
 }
 
 func (b *Inbox) keysOf(workspace, party string) keys {
-	base := b.cfg.Prefix + ":" + Tag(b.cfg.Prefix, workspace, party)
+	base := keyspace.Recipient(b.cfg.Prefix, workspace, party)
 	return keys{
 		base:    base,
 		last:    base + ":n",
@@ -49,9 +51,9 @@ func (b *Inbox) keysOf(workspace, party string) keys {
 // EscalationKey is a recipient's escalation due index (docs/design.md §8): a zset
 // of coalesce key → the ms its entry's escalation check is due. Deliver
 // arms it in the same step as the entry, Ack clears acked entries from
-// it, and package escalate drains it. An empty prefix means "wg".
+// it, and package escalate drains it. An empty prefix means keyspace.DefaultPrefix.
 func EscalationKey(prefix, workspace, party string) string {
-	return prefixOr(prefix) + ":" + Tag(prefix, workspace, party) + ":x"
+	return keyspace.Recipient(prefix, workspace, party) + ":x"
 }
 
 // marker is the dedup marker of the event (source, id) in this inbox.
@@ -69,16 +71,16 @@ func (k keys) escalatedMarker(source, id string) string {
 
 // NotifyChannel is the Pub/Sub channel Deliver publishes to for a
 // recipient: payload "wake" when the update decided a wake or alert,
-// "update" otherwise. An empty prefix means the default "wg".
+// "update" otherwise. An empty prefix means the default keyspace.DefaultPrefix.
 func NotifyChannel(prefix, workspace, party string) string {
 	return notifyPrefix(prefix) + workspace + ":" + party
 }
 
-func notifyPrefix(prefix string) string { return prefixOr(prefix) + ":ib:notify:" }
+func notifyPrefix(prefix string) string { return keyspace.InboxNotify(prefix) }
 
 func prefixOr(prefix string) string {
 	if prefix == "" {
-		return defaultPrefix
+		return keyspace.DefaultPrefix
 	}
 	return prefix
 }

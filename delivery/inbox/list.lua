@@ -1,6 +1,7 @@
 -- list.lua: a page of one recipient's unacked entries in ascending seq,
 -- read in one step so each entry comes with the seq it has now; for a
 -- long-poll, only once an entry after the cursor decided a wake.
+-- Rule: docs/design.md §7 reading an inbox; §4 long-poll.
 --
 -- KEYS[1..4] = :n, :e, :u, :w of the recipient
 -- ARGV[1]    = after: entries with seq > after (0 = every unacked entry)

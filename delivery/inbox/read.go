@@ -2,6 +2,7 @@ package inbox
 
 import (
 	"context"
+	_ "embed"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -11,6 +12,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/wakegate/wakegate/keyspace"
 	"github.com/wakegate/wakegate/providers/event"
 )
 
@@ -196,15 +198,12 @@ func (b *Inbox) Ack(ctx context.Context, workspace, party string, through int64,
 }
 
 // getScript reads one entry with the seq it has now.
+// Its KEYS, ARGV and reply are in get.lua.
 //
-// KEYS[1..2] = :e, :u of the recipient; ARGV[1] = the coalesce key.
-// Returns {seq, entry}, or {} when the key has no unacked entry.
-var getScript = redis.NewScript(`
-local v = redis.call('HGET', KEYS[1], ARGV[1])
-local s = redis.call('ZSCORE', KEYS[2], ARGV[1])
-if not v or not s then return {} end
-return { tonumber(s), v }
-`)
+//go:embed get.lua
+var getLua string
+
+var getScript = keyspace.NewScript("delivery/inbox/get.lua", getLua)
 
 // Get returns a recipient's unacked entry of a coalesce key, nil when
 // there is none (never delivered, or acked).

@@ -2,6 +2,7 @@ package ingest
 
 import (
 	"context"
+	_ "embed"
 	"encoding/json"
 	"fmt"
 	"strconv"
@@ -11,6 +12,7 @@ import (
 
 	"github.com/wakegate/wakegate/delivery/journal"
 	"github.com/wakegate/wakegate/delivery/sessions"
+	"github.com/wakegate/wakegate/keyspace"
 	"github.com/wakegate/wakegate/providers/event"
 )
 
@@ -34,53 +36,13 @@ type Result struct {
 }
 
 // commitEventsScript journals agent events and applies them to their
-// sessions' records.
+// sessions' records. Its KEYS, ARGV and reply are in commit_events.lua.
 //
-// KEYS: "<tag>:journal" of every shard the items go to, then the registry
-// key of every item, in item order.
-// ARGV[1..3] journal.AppendArgs; ARGV[4] now (ms); ARGV[5] workspace;
-// ARGV[6] item count n; then 15 values per item: tag, event JSON, source,
-// id, type, parent, lineage JSON, labels JSON, paused_until ms, reason,
-// seen ("1" when the pusher is the item's session), journal ("0" for a
-// heartbeat: registry only), and for a terminal event its subject, time
-// and summary (else three "").
-// Returns per item {stream id or "", 1 appended | 0 duplicate}.
-var commitEventsScript = redis.NewScript(journal.AppendLua + sessions.RegistryLua + `
-wg_config(ARGV[1], ARGV[2], ARGV[3])
-local now, ws, n = ARGV[4], ARGV[5], tonumber(ARGV[6])
-local out = {}
-for i = 1, n do
-  local b = 6 + (i - 1) * 15
-  local tag, ev, source, id, typ = ARGV[b+1], ARGV[b+2], ARGV[b+3], ARGV[b+4], ARGV[b+5]
-  local seen, journal = ARGV[b+11], ARGV[b+12]
-  local regkey = KEYS[#KEYS - n + i]
-  if journal == '0' then
-    wg_session(regkey, typ, now, '', '', '', '', '', seen)
-    out[i] = {'', 1}
-  else
-    local lineage
-    if redis.call('EXISTS', tag .. ':eid:' .. redis.sha1hex(source .. '\0' .. id)) == 1 then
-      lineage = ''  -- a duplicate: applied already, wg_append returns the first entry
-      if seen == '1' then redis.call('HSET', regkey, 'seen_at', now) end
-    else
-      lineage = wg_session(regkey, typ, now, ARGV[b+6], ARGV[b+7], ARGV[b+8], ARGV[b+9], ARGV[b+10], seen)
-    end
-    if lineage ~= '' and lineage ~= '[]' then
-      -- The registry keeps a JSON array of ids; the event carries one
-      -- string, nearest first, single spaces (docs/design.md §2):
-      -- '["a","b"]' becomes '"a b"' (ids hold no quotes or spaces).
-      local ids = (string.gsub(string.sub(lineage, 2, -2), '","', ' '))
-      ev = string.sub(ev, 1, -2) .. ',"lineage":' .. ids .. '}'
-    end
-    local sid, added = wg_append(tag, ev, ws, source, id)
-    if added == 1 and ARGV[b+13] ~= '' then
-      wg_terminal(tag, ws, ARGV[b+13], typ, ARGV[b+14], ARGV[b+15], sid)
-    end
-    out[i] = {sid, added}
-  end
-end
-return out
-`)
+//go:embed commit_events.lua
+var commitEventsLua string
+
+var commitEventsScript = keyspace.NewScript("delivery/ingest/commit_events.lua",
+	journal.AppendLua, sessions.RegistryLua, commitEventsLua)
 
 // CommitEvents commits a push of one workspace: every item or none, on
 // every topology (docs/design.md §4). pusher is the token's party; its
@@ -145,7 +107,7 @@ type batchRecord struct {
 }
 
 // batchKey is the stream of batch records kept in a shard's slot.
-func (s *Store) batchKey(shard int) string { return s.j.Tag(shard) + ":batches" }
+func (s *Store) batchKey(shard int) string { return s.j.Keys(shard).Batches() }
 
 // commitCalls groups items by journal shard, in push order.
 func (s *Store) commitCalls(workspace, pusher string, items []Item, now time.Time) ([]commitCall, error) {

@@ -13,6 +13,7 @@ package ingest
 import (
 	"context"
 	"crypto/sha256"
+	_ "embed"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
@@ -25,6 +26,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/wakegate/wakegate/delivery/journal"
+	"github.com/wakegate/wakegate/keyspace"
 	"github.com/wakegate/wakegate/providers/kind"
 )
 
@@ -46,12 +48,15 @@ func New(rdb redis.UniversalClient, j *journal.Journal) *Store {
 func (s *Store) Shards() int { return s.j.Config().Shards }
 
 // Tag is the hash tag of an ingest shard.
-func (s *Store) Tag(shard int) string {
-	return fmt.Sprintf("%s:{in%d}", s.j.Config().Prefix, shard)
+func (s *Store) Tag(shard int) string { return s.Keys(shard).Tag() }
+
+// Keys are the keys of an ingest shard (docs/design.md §14).
+func (s *Store) Keys(shard int) keyspace.IngestShard {
+	return keyspace.Ingest(s.j.Config().Prefix, shard)
 }
 
 // StreamKey is the stream of ingest records of a shard.
-func (s *Store) StreamKey(shard int) string { return s.Tag(shard) + ":ingest" }
+func (s *Store) StreamKey(shard int) string { return s.Keys(shard).Stream() }
 
 func (s *Store) shardOf(repo string) int {
 	h := fnv.New32a()
@@ -90,64 +95,12 @@ const (
 )
 
 // commitDeliveryScript is the GitHub commit point.
+// Its KEYS, ARGV and reply are in commit_delivery.lua.
 //
-// KEYS[1] raw delivery "<in>:raw:<guid>:<hook>" (its existence is the
-//
-//	(hook, guid) dedup; records of the v1 format were written with a
-//	marker "<in>:dd:<hook>:<guid>" beside them, which expires with them)
-//
-// KEYS[2] body marker  "<in>:bm:<sha256(repo, body)[:16] hex>"
-// KEYS[3] raw delivery (KEYS[1] again: the position the record is written to)
-// KEYS[4] ingest stream "<in>:ingest"
-// KEYS[5] the v1 body marker "<in>:bh:<sha256(repo, body) hex>" (read only)
-// KEYS[6..5+n] shared objects "<in>:obj:<hash>" the record references
-// ARGV[1] ttl seconds, ARGV[2] raw record, ARGV[3] "1" to pass dedup (replay),
-// ARGV[4] guid, ARGV[5] hook, ARGV[6] "1" to write an ingest record,
-// ARGV[7] ingest stream maxlen, ARGV[8] the normalized fact ("" for none),
-// ARGV[9] workspace (written beside a fact), ARGV[10] n,
-// ARGV[11..10+n] each object's stored value, or "" where the caller
-// believes it is stored already (then only its TTL is refreshed)
-// Returns {0, ingest id or ""} committed, {1, ""} duplicate guid,
-// {2, ""} duplicate body, {3, i} object i was given as "" but is not
-// stored (nothing written but TTL refreshes: call again with its value).
-var commitDeliveryScript = redis.NewScript(`
-local ttl = tonumber(ARGV[1])
-if ARGV[3] ~= '1' then
-  local seen = redis.call('MGET', KEYS[1], KEYS[2], KEYS[5])
-  if seen[1] then return {1, ''} end
-  if seen[2] or seen[3] then return {2, ''} end
-end
--- The shared objects (docs/design.md §14): each one the record references
--- is stored, or no record is written. An object outlives every record that
--- references it: each commit that references it gives it the whole
--- retention again, never less than it had (GT: a shorter retention set
--- later does not cut it under records written before; a refresh that then
--- returns {3, i} is harmless). Data first, markers after: within one
--- script it is atomic either way, but this is the order that stays safe
--- if the script is ever split.
-local nobj = tonumber(ARGV[10])
-local function refresh(k)
-  return redis.call('EXPIRE', k, ttl, 'GT') == 1 or redis.call('EXISTS', k) == 1
-end
-for i = 1, nobj do
-  if ARGV[10 + i] == '' and not refresh(KEYS[5 + i]) then return {3, i} end
-end
-for i = 1, nobj do
-  if ARGV[10 + i] ~= '' and not refresh(KEYS[5 + i]) then
-    redis.call('SET', KEYS[5 + i], ARGV[10 + i], 'EX', ttl)
-  end
-end
-redis.call('SET', KEYS[3], ARGV[2], 'EX', ttl, 'NX')
-local id = ''
-if ARGV[6] == '1' and ARGV[8] ~= '' then
-  id = redis.call('XADD', KEYS[4], 'MAXLEN', '~', ARGV[7], '*', 'g', ARGV[4], 'h', ARGV[5], 'r', ARGV[3],
-    'w', ARGV[9], 'f', ARGV[8])
-elseif ARGV[6] == '1' then
-  id = redis.call('XADD', KEYS[4], 'MAXLEN', '~', ARGV[7], '*', 'g', ARGV[4], 'h', ARGV[5], 'r', ARGV[3])
-end
-redis.call('SET', KEYS[2], '1', 'EX', ttl, 'NX')
-return {0, id}
-`)
+//go:embed commit_delivery.lua
+var commitDeliveryLua string
+
+var commitDeliveryScript = keyspace.NewScript("delivery/ingest/commit_delivery.lua", commitDeliveryLua)
 
 // CommitDelivery commits a verified delivery. Only Committed means this
 // call wrote it; the duplicates wrote nothing.
@@ -168,8 +121,9 @@ func (s *Store) CommitDelivery(ctx context.Context, d *Delivery) (Outcome, error
 	h.Write(d.Body)
 	sum := h.Sum(nil)
 	raw := rawKey(tag, d.GUID, d.Hook)
+	in := keyspace.IngestShard(tag)
 	keys := make([]string, 5, 5+len(objs))
-	keys[0], keys[1], keys[2], keys[3], keys[4] = raw, tag+":bm:"+hex.EncodeToString(sum[:16]), raw, s.StreamKey(shard), tag+":bh:"+hex.EncodeToString(sum)
+	keys[0], keys[1], keys[2], keys[3], keys[4] = raw, in.BodyMarker(hex.EncodeToString(sum[:16])), raw, s.StreamKey(shard), in.Body(hex.EncodeToString(sum))
 	cfg := s.j.Config()
 	derive, fact := "0", []byte(nil)
 	if d.Ignored == "" {
@@ -225,7 +179,7 @@ func maxLen(cfg journal.Config) int64 {
 	return n
 }
 
-func rawKey(tag, guid, hook string) string { return tag + ":raw:" + guid + ":" + hook }
+func rawKey(tag, guid, hook string) string { return keyspace.IngestShard(tag).Raw(guid, hook) }
 
 // Trim drops ingest records older than the retention: their raw
 // deliveries have expired with them. Run it periodically from one worker.

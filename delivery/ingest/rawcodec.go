@@ -15,6 +15,8 @@ import (
 	"github.com/klauspost/compress/zstd"
 
 	"github.com/wakegate/wakegate/delivery/ingest/internal/spans"
+
+	"github.com/wakegate/wakegate/keyspace"
 )
 
 // Raw records (docs/design.md §14). Two formats are read:
@@ -82,7 +84,7 @@ type object struct {
 func (o object) hex() string { return hex.EncodeToString(o.sum[:]) }
 
 // objKey is the object store's key of an object in an ingest shard.
-func objKey(tag, sumHex string) string { return tag + ":obj:" + sumHex }
+func objKey(tag, sumHex string) string { return keyspace.IngestShard(tag).Object(sumHex) }
 
 // splitBody cuts the shared objects out of body: the rest, the distinct
 // objects, and where each span goes back (position in rest, object index).

@@ -11,8 +11,7 @@ package journal
 
 import (
 	"context"
-	"crypto/sha1"
-	"encoding/hex"
+	_ "embed"
 	"errors"
 	"fmt"
 	"hash/fnv"
@@ -22,12 +21,13 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/wakegate/wakegate/keyspace"
 	"github.com/wakegate/wakegate/providers/event"
 )
 
 // Config fixes the journal's layout and retention.
 type Config struct {
-	Prefix    string        // key prefix, WAKEGATE_REDIS_PREFIX; default "wg"
+	Prefix    string        // key prefix, WAKEGATE_REDIS_PREFIX; default keyspace.DefaultPrefix
 	Shards    int           // number of shards; default 16; never change it on a live deployment
 	Retention time.Duration // how long entries and dedup markers live; default 72h
 	MaxLen    int64         // approximate total entries kept across shards; default 10,000,000
@@ -41,7 +41,7 @@ type Config struct {
 
 func (c Config) withDefaults() Config {
 	if c.Prefix == "" {
-		c.Prefix = "wg"
+		c.Prefix = keyspace.DefaultPrefix
 	}
 	if c.Shards <= 0 {
 		c.Shards = 16
@@ -112,21 +112,23 @@ func (j *Journal) ShardOf(workspace, subject string) int {
 
 // Tag is the hash tag shared by every key of a shard: the stream, its
 // dedup markers, and the state derived with it (PR trackers, sessions).
-func (j *Journal) Tag(shard int) string { return fmt.Sprintf("%s:{j%d}", j.cfg.Prefix, shard) }
+func (j *Journal) Tag(shard int) string { return j.Keys(shard).Tag() }
+
+// Keys are the keys of a shard (docs/design.md §14).
+func (j *Journal) Keys(shard int) keyspace.Shard { return keyspace.JournalShard(j.cfg.Prefix, shard) }
 
 // StreamKey is the stream of a shard.
-func (j *Journal) StreamKey(shard int) string { return j.Tag(shard) + ":journal" }
+func (j *Journal) StreamKey(shard int) string { return j.Keys(shard).Journal() }
 
 // DedupKey is the marker that makes appending (source, id) idempotent. The
-// Lua side computes the same key with redis.sha1hex.
+// Lua side computes the same key with wg_eid (journal.lua).
 func (j *Journal) DedupKey(shard int, source, id string) string {
-	sum := sha1.Sum([]byte(source + "\x00" + id))
-	return j.Tag(shard) + ":eid:" + hex.EncodeToString(sum[:])
+	return j.Keys(shard).Eid(source, id)
 }
 
 // NotifyChannel is the Pub/Sub channel appends publish to, per workspace.
 func (j *Journal) NotifyChannel(workspace string) string {
-	return j.cfg.Prefix + ":notify:journal:" + workspace
+	return keyspace.JournalNotify(j.cfg.Prefix) + workspace
 }
 
 // AppendArgs are the values every script that appends passes in ARGV so
@@ -136,68 +138,21 @@ func (j *Journal) AppendArgs() []any {
 	if perShard < 1000 {
 		perShard = 1000
 	}
-	return []any{int64(j.cfg.Retention / time.Second), perShard, j.cfg.Prefix + ":notify:journal:"}
+	return []any{int64(j.cfg.Retention / time.Second), perShard, keyspace.JournalNotify(j.cfg.Prefix)}
 }
 
-// AppendLua defines wg_append, included at the top of every script that
-// journals. The script must call wg_config(ttl, maxlen, notify_prefix)
-// with the three AppendArgs values first.
+// AppendLua defines wg_config, wg_append and wg_terminal (journal.lua
+// documents them), included first by every script that journals.
 //
-//	wg_append(tag, event_json, workspace, source, id)
-//	  → stream id of the entry (new or the one already journaled), and
-//	    1 when it appended, 0 when (source, id) was already there.
-//
-// Keys it touches are all under tag: "<tag>:journal" and "<tag>:eid:<sha1>".
-// Callers list "<tag>:journal" in KEYS so the script is routed to its slot.
-//
-//	wg_terminal(tag, ws, subject, type, time, summary, sid)
-//	  records the compact terminal record of a subject (docs/design.md §3
-//	  DeathWatch) in "<tag>:term:<ws>:<subject>", kept 30 days: callers
-//	  call it after appending a terminal event.
-const AppendLua = `
-local wg_ttl, wg_maxlen, wg_notify
-local wg_published = {}
-local function wg_config(ttl, maxlen, notify)
-  wg_ttl = tonumber(ttl); wg_maxlen = tonumber(maxlen); wg_notify = notify
-end
-local function wg_append(tag, ev, ws, source, id)
-  local dk = tag .. ':eid:' .. redis.sha1hex(source .. '\0' .. id)
-  local got = redis.call('GET', dk)
-  if got then return got, 0 end
-  local sid = redis.call('XADD', tag .. ':journal', 'MAXLEN', '~', wg_maxlen, '*', 'e', ev, 'w', ws)
-  redis.call('SET', dk, sid, 'EX', wg_ttl)
-  -- One message per (workspace, shard) per script call: subscribers
-  -- receive it only once the script has ended, so it announces every
-  -- entry this call appends there (a batch appends hundreds).
-  local pk = ws .. '\0' .. tag
-  if not wg_published[pk] then
-    wg_published[pk] = true
-    redis.call('PUBLISH', wg_notify .. ws, tag)
-  end
-  return sid, 1
-end
-local function wg_terminal(tag, ws, subject, typ, time, summary, sid)
-  local k = tag .. ':term:' .. ws .. ':' .. subject
-  redis.call('HSET', k, 'type', typ, 'time', time, 'summary', summary, 'sid', sid)
-  redis.call('EXPIRE', k, 2592000)
-end
-`
+//go:embed journal.lua
+var AppendLua string
 
-// appendScript journals one event idempotently.
+// appendLua journals one event idempotently: see append.lua.
 //
-// KEYS[1] = "<tag>:journal" of the event's shard
-// ARGV[1..3] = AppendArgs; ARGV[4] = tag, ARGV[5] = event JSON,
-// ARGV[6] = workspace, ARGV[7] = source, ARGV[8] = id; for a terminal
-// event ARGV[9..12] = subject, type, time, summary (else absent).
-// Returns {stream id, 1 if appended else 0}.
-var appendScript = redis.NewScript(AppendLua + `
-wg_config(ARGV[1], ARGV[2], ARGV[3])
-local sid, added = wg_append(ARGV[4], ARGV[5], ARGV[6], ARGV[7], ARGV[8])
-if added == 1 and ARGV[9] then
-  wg_terminal(ARGV[4], ARGV[6], ARGV[9], ARGV[10], ARGV[11], ARGV[12], sid)
-end
-return {sid, added}
-`)
+//go:embed append.lua
+var appendLua string
+
+var appendScript = keyspace.NewScript("delivery/journal/append.lua", AppendLua, appendLua)
 
 // Append journals e once per (source, id) and returns its seq and whether
 // this call appended it. e.Seq is ignored; e is not modified.
@@ -257,7 +212,7 @@ type Terminal struct {
 // has not ended (or ended more than 30 days ago).
 func (j *Journal) TerminalOf(ctx context.Context, workspace, subject string) (*Terminal, error) {
 	shard := j.ShardOf(workspace, subject)
-	h, err := j.rdb.HGetAll(ctx, j.Tag(shard)+":term:"+workspace+":"+subject).Result()
+	h, err := j.rdb.HGetAll(ctx, j.Keys(shard).Term(workspace, subject)).Result()
 	if err != nil {
 		return nil, fmt.Errorf("terminal record of %s: %w", subject, err)
 	}

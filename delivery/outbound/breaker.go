@@ -3,11 +3,14 @@ package outbound
 import (
 	"context"
 	"crypto/rand"
+	_ "embed"
 	"encoding/hex"
 	"fmt"
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/wakegate/wakegate/keyspace"
 )
 
 // BreakerConfig tunes the per-endpoint circuit breaker (docs/design.md §8). Zero
@@ -66,59 +69,21 @@ func NewBreaker(rdb redis.UniversalClient, prefix string, cfg BreakerConfig) *Br
 }
 
 // allowScript decides whether an attempt may go out now.
+// Its KEYS, ARGV and reply are in allow.lua.
 //
-// KEYS[1] breaker hash; ARGV[1] now (ms), ARGV[2] probe bound (ms).
-// Returns 0 when the attempt may go (closed, or it is the half-open probe),
-// else the time (ms) until which it must wait.
-var allowScript = redis.NewScript(`
-local open = tonumber(redis.call('HGET', KEYS[1], 'open_until') or '0')
-if open == 0 then return 0 end
-local now = tonumber(ARGV[1])
-if now < open then return open end
-local probe = tonumber(redis.call('HGET', KEYS[1], 'probe_until') or '0')
-if now < probe then return probe end
-redis.call('HSET', KEYS[1], 'probe_until', now + tonumber(ARGV[2]))
-return 0
-`)
+//go:embed allow.lua
+var allowLua string
+
+var allowScript = keyspace.NewScript("delivery/outbound/allow.lua", allowLua)
 
 // recordScript records an attempt's outcome and opens or closes the
 // breaker.
+// Its KEYS, ARGV and reply are in record.lua.
 //
-// KEYS[1] breaker hash, KEYS[2] window zset; ARGV[1] now (ms), ARGV[2]
-// "1" success / "0" failure, ARGV[3] unique member, ARGV[4] failures in a
-// row, ARGV[5] ratio, ARGV[6] min attempts, ARGV[7] window (ms), ARGV[8]
-// open period (ms). Returns the open_until it left (0 = closed).
-var recordScript = redis.NewScript(`
-local now = tonumber(ARGV[1])
-local win = tonumber(ARGV[7])
-local ok = ARGV[2] == '1'
-redis.call('ZADD', KEYS[2], now, (ok and 's:' or 'f:') .. ARGV[3])
-redis.call('ZREMRANGEBYSCORE', KEYS[2], '-inf', now - win)
-redis.call('ZREMRANGEBYRANK', KEYS[2], 0, -1001)
-redis.call('PEXPIRE', KEYS[2], win)
-local open = tonumber(redis.call('HGET', KEYS[1], 'open_until') or '0')
-if ok then
-  if open > 0 then redis.call('DEL', KEYS[2]) end -- recovered: forget the failures that opened it
-  redis.call('DEL', KEYS[1])
-  return 0
-end
-local fails = redis.call('HINCRBY', KEYS[1], 'fails', 1)
-redis.call('PEXPIRE', KEYS[1], win + tonumber(ARGV[8]))
-if open > now then return open end -- already open: an attempt that started before
-local trip = open > 0 or fails >= tonumber(ARGV[4]) -- a failed probe, or too many in a row
-if not trip then
-  local all = redis.call('ZRANGE', KEYS[2], 0, -1)
-  if #all >= tonumber(ARGV[6]) then
-    local failed = 0
-    for _, m in ipairs(all) do if string.sub(m, 1, 1) == 'f' then failed = failed + 1 end end
-    trip = failed >= tonumber(ARGV[5]) * #all
-  end
-end
-if not trip then return 0 end
-open = now + tonumber(ARGV[8])
-redis.call('HSET', KEYS[1], 'open_until', open, 'probe_until', 0)
-return open
-`)
+//go:embed record.lua
+var recordLua string
+
+var recordScript = keyspace.NewScript("delivery/outbound/record.lua", recordLua)
 
 // Allow reports whether an attempt to the endpoint of (workspace, party)
 // may go out at now; when not, wait is when to try again. An allowed

@@ -2,6 +2,7 @@ package outbound
 
 import (
 	"context"
+	_ "embed"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -9,6 +10,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/wakegate/wakegate/keyspace"
 	"github.com/wakegate/wakegate/providers/kind"
 )
 
@@ -55,25 +57,17 @@ func NewDeadLetters(rdb redis.UniversalClient, prefix string, max int) *DeadLett
 	if max <= 0 {
 		max = 100_000
 	}
-	base := prefixOr(prefix) + ":{" + prefixOr(prefix) + ":push:dead}"
+	base := keyspace.DeadLetters(prefix)
 	return &DeadLetters{rdb: rdb, hash: base + ":h", idx: base + ":z", max: max}
 }
 
 // putDeadScript stores a dead letter and drops the oldest past the cap.
+// Its KEYS, ARGV and reply are in put_dead.lua.
 //
-// KEYS[1] hash, KEYS[2] index; ARGV[1] id, ARGV[2] JSON, ARGV[3] dead_at
-// (ms), ARGV[4] cap. Returns 1.
-var putDeadScript = redis.NewScript(`
-redis.call('HSET', KEYS[1], ARGV[1], ARGV[2])
-redis.call('ZADD', KEYS[2], ARGV[3], ARGV[1])
-local over = redis.call('ZCARD', KEYS[2]) - tonumber(ARGV[4])
-if over > 0 then
-  local old = redis.call('ZRANGE', KEYS[2], 0, over - 1)
-  redis.call('ZREMRANGEBYRANK', KEYS[2], 0, over - 1)
-  redis.call('HDEL', KEYS[1], unpack(old))
-end
-return 1
-`)
+//go:embed put_dead.lua
+var putDeadLua string
+
+var putDeadScript = keyspace.NewScript("delivery/outbound/put_dead.lua", putDeadLua)
 
 // Put records d (replacing a record of the same id).
 func (s *DeadLetters) Put(ctx context.Context, d DeadLetter) error {

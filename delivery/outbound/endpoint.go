@@ -2,12 +2,14 @@ package outbound
 
 import (
 	"context"
+	_ "embed"
 	"fmt"
 	"strconv"
 	"time"
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/wakegate/wakegate/keyspace"
 	"github.com/wakegate/wakegate/providers/event"
 )
 
@@ -63,7 +65,7 @@ func NewEndpoints(rdb redis.UniversalClient, prefix string, guard *Guard) *Endpo
 type epKeys struct{ ep, breaker, window string }
 
 func endpointKeys(prefix, workspace, party string) epKeys {
-	base := prefixOr(prefix) + ":{" + prefixOr(prefix) + ":push:" + workspace + ":" + party + "}"
+	base := keyspace.Endpoint(prefix, workspace, party)
 	return epKeys{ep: base + ":ep", breaker: base + ":br", window: base + ":bw"}
 }
 
@@ -79,27 +81,12 @@ func checkParty(workspace, party string) error {
 
 // putScript sets an endpoint, keeping or replacing its secret, enables it
 // and resets its circuit breaker.
+// Its KEYS, ARGV and reply are in put.lua.
 //
-// KEYS[1] endpoint hash, KEYS[2] breaker hash, KEYS[3] breaker window;
-// ARGV[1] url, ARGV[2] format, ARGV[3] secret to set ("" keeps the
-// endpoint's), ARGV[4] fresh secret for a new endpoint, ARGV[5] now (ms).
-// Returns {created (0|1), secret, shown (0|1)}.
-var putScript = redis.NewScript(`
-local exists = redis.call('EXISTS', KEYS[1])
-local secret, shown = ARGV[3], 1
-if secret == '' then
-  if exists == 1 then
-    secret, shown = redis.call('HGET', KEYS[1], 'secret'), 0
-  else
-    secret = ARGV[4]
-  end
-end
-redis.call('HSET', KEYS[1], 'url', ARGV[1], 'format', ARGV[2], 'secret', secret, 'updated_at', ARGV[5])
-if exists == 0 then redis.call('HSET', KEYS[1], 'created_at', ARGV[5]) end
-redis.call('HDEL', KEYS[1], 'disabled_at', 'disabled_reason')
-redis.call('DEL', KEYS[2], KEYS[3])
-return {1 - exists, secret, shown}
-`)
+//go:embed put.lua
+var putLua string
+
+var putScript = keyspace.NewScript("delivery/outbound/put.lua", putLua)
 
 // Put creates or replaces the endpoint of (workspace, party). The URL is
 // checked by the guard (errors wrap ErrInvalid or ErrRefused). It returns
@@ -205,14 +192,12 @@ func (s *Endpoints) Delete(ctx context.Context, workspace, party string) (bool, 
 
 // disableScript disables an endpoint that still has the URL a push was
 // refused by: a PUT with a new URL in between wins.
+// Its KEYS, ARGV and reply are in disable.lua.
 //
-// KEYS[1] endpoint hash; ARGV[1] url, ARGV[2] now (ms), ARGV[3] reason.
-// Returns 1 when it disabled it.
-var disableScript = redis.NewScript(`
-if redis.call('HGET', KEYS[1], 'url') ~= ARGV[1] then return 0 end
-redis.call('HSET', KEYS[1], 'disabled_at', ARGV[2], 'disabled_reason', ARGV[3])
-return 1
-`)
+//go:embed disable.lua
+var disableLua string
+
+var disableScript = keyspace.NewScript("delivery/outbound/disable.lua", disableLua)
 
 // Disable stops pushes to the endpoint of (workspace, party) while its
 // URL is still url; it reports whether it did.

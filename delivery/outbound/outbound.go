@@ -24,10 +24,9 @@ package outbound
 import (
 	"fmt"
 
+	"github.com/wakegate/wakegate/keyspace"
 	"github.com/wakegate/wakegate/providers/kind"
 )
-
-const defaultPrefix = "wg"
 
 // ErrInvalid is wrapped by the error of a call with bad input (a malformed
 // URL, format or secret, a party that breaks the grammar); nothing was
@@ -40,7 +39,7 @@ func invalid(format string, args ...any) error {
 
 func prefixOr(prefix string) string {
 	if prefix == "" {
-		return defaultPrefix
+		return keyspace.DefaultPrefix
 	}
 	return prefix
 }

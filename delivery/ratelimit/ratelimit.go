@@ -13,12 +13,14 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/wakegate/wakegate/keyspace"
 )
 
 //go:embed gcra.lua
 var gcraLua string
 
-var gcraScript = redis.NewScript(gcraLua)
+var gcraScript = keyspace.NewScript("delivery/ratelimit/gcra.lua", gcraLua)
 
 // Limits are events per second per workspace and per token; bursts are
 // twice the rate plus one. Zero means unlimited.
@@ -38,7 +40,7 @@ type Limiter struct {
 // New returns the limiter of a deployment (prefix: WAKEGATE_REDIS_PREFIX).
 func New(rdb redis.UniversalClient, prefix string, l Limits) *Limiter {
 	if prefix == "" {
-		prefix = "wg"
+		prefix = keyspace.DefaultPrefix
 	}
 	return &Limiter{rdb: rdb, prefix: prefix, limits: l}
 }
@@ -61,7 +63,7 @@ func (l *Limiter) Allow(ctx context.Context, workspace, token string, n int) (wa
 		return 0, true, nil
 	}
 	sum := sha1.Sum([]byte(token))
-	base := l.prefix + ":{" + l.prefix + ":rl:" + workspace + "}"
+	base := keyspace.RateLimit(l.prefix, workspace)
 	res, err := gcraScript.Run(ctx, l.rdb, []string{base + ":w", base + ":t:" + hex.EncodeToString(sum[:])},
 		n, wi, wb, ti, tb).Int64Slice()
 	if err != nil {

@@ -9,9 +9,8 @@ import (
 	"strings"
 	"time"
 
-	"github.com/redis/go-redis/v9"
-
 	"github.com/wakegate/wakegate/delivery/journal"
+	"github.com/wakegate/wakegate/keyspace"
 	"github.com/wakegate/wakegate/providers/event"
 )
 
@@ -27,13 +26,13 @@ const pauseMargin = time.Hour
 var (
 	//go:embed pause.lua
 	pauseLua    string
-	pauseScript = redis.NewScript(pauseLua)
+	pauseScript = keyspace.NewScript("delivery/sessions/pause.lua", pauseLua)
 )
 
 // PauseKey is the marker of a session paused until a time, under the tag
 // of its journal shard (pause.lua documents it).
 func PauseKey(j *journal.Journal, workspace, party string) string {
-	return j.Tag(j.ShardOf(workspace, party)) + ":pause:" + workspace + ":" + party
+	return j.Keys(j.ShardOf(workspace, party)).Pause(workspace, party)
 }
 
 // IsPauseAlarm reports whether e is a stale or idle alarm about its

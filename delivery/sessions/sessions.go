@@ -9,6 +9,7 @@ package sessions
 
 import (
 	"context"
+	_ "embed"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -20,6 +21,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/wakegate/wakegate/delivery/journal"
+	"github.com/wakegate/wakegate/keyspace"
 	"github.com/wakegate/wakegate/providers/event"
 	"github.com/wakegate/wakegate/providers/kind"
 )
@@ -75,7 +77,7 @@ func New(rdb redis.UniversalClient, j *journal.Journal, ttl time.Duration) *Regi
 // Key is the hash holding a party's record, under the tag of the journal
 // shard of the party's own subject.
 func Key(j *journal.Journal, workspace, party string) string {
-	return j.Tag(j.ShardOf(workspace, party)) + ":party:" + workspace + ":" + party
+	return j.Keys(j.ShardOf(workspace, party)).Party(workspace, party)
 }
 
 // Get returns the record of a party; a party never recorded comes back
@@ -196,54 +198,19 @@ func (r *Registry) Seen(ctx context.Context, workspace, party string, now time.T
 	return nil
 }
 
-// RegistryLua defines wg_session, included by the agent commit script: it
-// applies one session event to the record at key (a KEYS entry of the
-// caller) and returns the lineage JSON to stamp on the event ("" if none).
+// RegistryLua defines wg_session (registry.lua), included by the agent
+// commit script: it applies one session event to a session's record.
 //
-//	wg_session(key, type, now_ms, parent, lineage_json, labels_json, paused_until_ms, reason, seen)
-const RegistryLua = `
-local function wg_session(key, typ, now, parent, lineage, labels, paused, reason, seen)
-  if seen == '1' then redis.call('HSET', key, 'seen_at', now) end
-  if typ == 'session.heartbeat' then
-    redis.call('HSET', key, 'busy_at', now)
-    return redis.call('HGET', key, 'lineage') or ''
-  end
-  if parent ~= '' and redis.call('HSETNX', key, 'parent', parent) == 1 then
-    redis.call('HSET', key, 'lineage', lineage)
-  end
-  if labels ~= '' then redis.call('HSET', key, 'labels', labels) end
-  if string.sub(typ, 1, 8) ~= 'session.' then return redis.call('HGET', key, 'lineage') or '' end
-  redis.call('HSET', key, 'state', typ)
-  if typ == 'session.turn_started' then
-    redis.call('HSET', key, 'busy', 'busy', 'busy_at', now)
-    redis.call('HDEL', key, 'paused_until', 'pause_reason') -- working again: the pause is over
-  elseif typ == 'session.turn_ended' or typ == 'session.awaiting_input' or typ == 'session.permission_requested' then
-    redis.call('HSET', key, 'busy', 'idle', 'busy_at', now)
-  elseif typ == 'session.exited' then
-    redis.call('HSET', key, 'exited', '1', 'busy', 'unknown')
-  elseif typ == 'session.crashed' then
-    redis.call('HSET', key, 'busy', 'unknown')
-  elseif typ == 'session.spawned' then
-    redis.call('HSET', key, 'exited', '0')
-  elseif typ == 'session.resumed' then
-    redis.call('HSET', key, 'exited', '0', 'seen_at', now)
-    redis.call('HDEL', key, 'paused_until', 'pause_reason')
-  elseif typ == 'session.paused' then
-    redis.call('HSET', key, 'paused_until', paused, 'pause_reason', reason)
-  end
-  return redis.call('HGET', key, 'lineage') or ''
-end
-`
+//go:embed registry.lua
+var RegistryLua string
 
 // setParentScript records a parent once.
+// Its KEYS, ARGV and reply are in set_parent.lua.
 //
-// KEYS[1] the child's record; ARGV[1] parent id, ARGV[2] lineage JSON.
-// Returns 1 when recorded, 0 when the child already had a parent.
-var setParentScript = redis.NewScript(`
-if redis.call('HSETNX', KEYS[1], 'parent', ARGV[1]) == 0 then return 0 end
-redis.call('HSET', KEYS[1], 'lineage', ARGV[2])
-return 1
-`)
+//go:embed set_parent.lua
+var setParentLua string
+
+var setParentScript = keyspace.NewScript("delivery/sessions/set_parent.lua", setParentLua)
 
 // SetParent records parent as child's parent unless it has one already.
 func (r *Registry) SetParent(ctx context.Context, workspace, child, parent string, now time.Time) error {
@@ -274,16 +241,12 @@ type MintResult struct {
 
 // mintScript creates a session's record for a child token, unless the
 // session exists.
+// Its KEYS, ARGV and reply are in mint.lua.
 //
-// KEYS[1] the child's record. ARGV[1] parent id ("" for none), ARGV[2]
-// lineage JSON, ARGV[3] the minting party, ARGV[4] now (ms).
-// Returns 1 when created, 0 when the record already existed (untouched).
-var mintScript = redis.NewScript(`
-if redis.call('EXISTS', KEYS[1]) == 1 then return 0 end
-if ARGV[1] ~= '' then redis.call('HSET', KEYS[1], 'parent', ARGV[1], 'lineage', ARGV[2]) end
-redis.call('HSET', KEYS[1], 'minter', ARGV[3], 'minted_at', ARGV[4])
-return 1
-`)
+//go:embed mint.lua
+var mintLua string
+
+var mintScript = keyspace.NewScript("delivery/sessions/mint.lua", mintLua)
 
 // Mint decides whether caller may have a token for session child of
 // workspace (docs/design.md §4): a child that does not exist yet is

@@ -3,6 +3,7 @@ package subscriptions
 import (
 	"context"
 	"crypto/rand"
+	_ "embed"
 	"encoding/base64"
 	"encoding/hex"
 	"encoding/json"
@@ -16,6 +17,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/wakegate/wakegate/delivery/journal"
+	"github.com/wakegate/wakegate/keyspace"
 	"github.com/wakegate/wakegate/providers/event"
 	"github.com/wakegate/wakegate/providers/kind"
 )
@@ -39,7 +41,7 @@ var ErrLimit = kind.New(kind.Limit, "subscription limit reached")
 // New returns a store whose keys start with prefix (WAKEGATE_REDIS_PREFIX).
 func New(rdb redis.UniversalClient, prefix string) *Store {
 	if prefix == "" {
-		prefix = "wg"
+		prefix = keyspace.DefaultPrefix
 	}
 	return &Store{rdb: rdb, prefix: prefix, now: time.Now, max: DefaultMaxPerParty}
 }
@@ -67,14 +69,14 @@ func (s *Store) WithClock(now func() time.Time) *Store {
 }
 
 // tag is the hash-tagged stem of every key of a workspace.
-func (s *Store) tag(ws string) string { return s.prefix + ":{sub:" + ws + "}" }
+func (s *Store) tag(ws string) string { return keyspace.Subscriptions(s.prefix, ws) }
 
 func (s *Store) subsKey(ws string) string          { return s.tag(ws) + ":subs" }
 func (s *Store) ixofKey(ws string) string          { return s.tag(ws) + ":ixof" }
 func (s *Store) ownKey(ws, owner string) string    { return s.tag(ws) + ":own:" + owner }
 func (s *Store) termKey(ws, subject string) string { return s.tag(ws) + ":term:" + subject }
 func (s *Store) ixKey(ws, kind, v string) string   { return s.tag(ws) + ":ix:" + kind + ":" + v }
-func (s *Store) expiryKey() string                 { return s.prefix + ":sub:expiry" }
+func (s *Store) expiryKey() string                 { return keyspace.SubscriptionExpiry(s.prefix) }
 
 // Index kinds.
 const (
@@ -156,65 +158,28 @@ func (s *Store) eventKeys(e *event.Event, labels []string) []string {
 }
 
 // createScript stores a subscription and adds it to its sets.
-var createScript = redis.NewScript(`
--- create: store one subscription and index it.
--- KEYS[1] T:subs, KEYS[2] T:ixof, KEYS[3..] every set the id joins
---         (the owner's set first, its index sets, its T:term set if any)
--- ARGV[1] id, ARGV[2] subscription JSON, ARGV[3] JSON array of KEYS[3..],
--- ARGV[4] how many subscriptions the owner may have
--- Returns 1 when created, 0 when the id was taken, -1 when the owner has
--- ARGV[4] already (nothing written for either).
-if redis.call('SCARD', KEYS[3]) >= tonumber(ARGV[4]) then return -1 end
-if redis.call('HSETNX', KEYS[1], ARGV[1], ARGV[2]) == 0 then return 0 end
-redis.call('HSET', KEYS[2], ARGV[1], ARGV[3])
-for i = 3, #KEYS do redis.call('SADD', KEYS[i], ARGV[1]) end
-return 1
-`)
+// Its KEYS, ARGV and reply are in create.lua.
+//
+//go:embed create.lua
+var createLua string
+
+var createScript = keyspace.NewScript("delivery/subscriptions/create.lua", createLua)
 
 // removeScript removes one subscription from the record and every set.
-var removeScript = redis.NewScript(`
--- remove: delete one subscription and take it out of every set it is in.
--- KEYS[1] T:subs, KEYS[2] T:ixof, KEYS[3..] the sets listed in its T:ixof entry
--- ARGV[1] id, ARGV[2] its T:ixof entry as read by the caller
--- Returns the removed subscription JSON, or nil when it is gone already
--- (or its entry changed since the caller read it: nothing removed).
-local cur = redis.call('HGET', KEYS[2], ARGV[1])
-if not cur or cur ~= ARGV[2] then return nil end
-local body = redis.call('HGET', KEYS[1], ARGV[1])
-redis.call('HDEL', KEYS[1], ARGV[1])
-redis.call('HDEL', KEYS[2], ARGV[1])
-for i = 3, #KEYS do redis.call('SREM', KEYS[i], ARGV[1]) end
-return body
-`)
+// Its KEYS, ARGV and reply are in remove.lua.
+//
+//go:embed remove.lua
+var removeLua string
+
+var removeScript = keyspace.NewScript("delivery/subscriptions/remove.lua", removeLua)
 
 // matchScript reads the candidates of one or several events.
-var matchScript = redis.NewScript(`
--- match: the subscriptions in the union of each event's index sets, for
--- one or several events of one workspace at once.
--- KEYS[1] T:subs, KEYS[2..] the index sets of every event, event after
--- event
--- ARGV[i] how many of those sets are event i's
--- Returns one array per event (in ARGV's order): the JSON of every
--- subscription in the union of its sets (ids whose record is missing are
--- skipped).
-local out, k = {}, 2
-for i = 1, #ARGV do
-  local n = tonumber(ARGV[i])
-  local ids = redis.call('SUNION', unpack(KEYS, k, k + n - 1))
-  k = k + n
-  local subs = {}
-  for j = 1, #ids, 500 do
-    local chunk = {}
-    for m = j, math.min(j + 499, #ids) do chunk[#chunk + 1] = ids[m] end
-    local vals = redis.call('HMGET', KEYS[1], unpack(chunk))
-    for m = 1, #chunk do
-      if vals[m] then subs[#subs + 1] = vals[m] end
-    end
-  end
-  out[i] = subs
-end
-return out
-`)
+// Its KEYS, ARGV and reply are in match.lua.
+//
+//go:embed match.lua
+var matchLua string
+
+var matchScript = keyspace.NewScript("delivery/subscriptions/match.lua", matchLua)
 
 // newID returns a random subscription id: 24 hex digits, so that an id never
 // starts with '-' and reads as a flag on a command line.

@@ -3,6 +3,7 @@ package supervision
 import (
 	"bytes"
 	"context"
+	_ "embed"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -15,6 +16,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/wakegate/wakegate/keyspace"
 	"github.com/wakegate/wakegate/providers/event"
 )
 
@@ -178,17 +180,12 @@ func (s Settings) clone() Settings {
 }
 
 // setScript replaces the stored settings if nobody changed them meanwhile.
-var setScript = redis.NewScript(`
--- set settings: compare-and-set the stored settings document.
--- KEYS[1] T:settings
--- ARGV[1] the document the caller read ('' when there was none),
--- ARGV[2] the new document ('{}' deletes the key)
--- Returns 1 when written, 0 when the stored document changed meanwhile.
-local cur = redis.call('GET', KEYS[1]) or ''
-if cur ~= ARGV[1] then return 0 end
-if ARGV[2] == '{}' then redis.call('DEL', KEYS[1]) else redis.call('SET', KEYS[1], ARGV[2]) end
-return 1
-`)
+// Its KEYS, ARGV and reply are in set.lua.
+//
+//go:embed set.lua
+var setLua string
+
+var setScript = keyspace.NewScript("delivery/supervision/set.lua", setLua)
 
 // MergeSettings applies a PUT: the fields present in patch replace the
 // stored ones (a JSON merge patch, RFC 7396: objects merge field by field,

@@ -28,6 +28,7 @@ package supervision
 
 import (
 	"context"
+	_ "embed"
 	"errors"
 	"fmt"
 	"slices"
@@ -37,6 +38,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/wakegate/wakegate/keyspace"
 	"github.com/wakegate/wakegate/providers/event"
 	"github.com/wakegate/wakegate/providers/kind"
 )
@@ -108,7 +110,7 @@ type Store struct {
 // as not dead.
 func New(rdb redis.UniversalClient, prefix string, dead DeadFunc) *Store {
 	if prefix == "" {
-		prefix = "wg"
+		prefix = keyspace.DefaultPrefix
 	}
 	if dead == nil {
 		dead = func(context.Context, string, string) (bool, error) { return false, nil }
@@ -116,7 +118,7 @@ func New(rdb redis.UniversalClient, prefix string, dead DeadFunc) *Store {
 	return &Store{rdb: rdb, prefix: prefix, dead: dead}
 }
 
-func (s *Store) tag(ws string) string             { return s.prefix + ":{sup:" + ws + "}" }
+func (s *Store) tag(ws string) string             { return keyspace.Supervision(s.prefix, ws) }
 func (s *Store) ctlKey(ws, session string) string { return s.tag(ws) + ":ctl:" + session }
 func (s *Store) obsKey(ws, session string) string { return s.tag(ws) + ":obs:" + session }
 func (s *Store) settingsKey(ws string) string     { return s.tag(ws) + ":settings" }
@@ -157,85 +159,36 @@ func checkIDs(ws, session string) error {
 }
 
 // leaseScript grants, keeps or moves a controller lease.
-var leaseScript = redis.NewScript(`
--- lease: take a session's controller lease.
--- KEYS[1] T:ctl:<session>, KEYS[2] T:held:<caller>,
--- KEYS[3] T:held:<ARGV[3]> (KEYS[2] again when ARGV[3] is ''),
--- KEYS[4] T:watch:<caller>
--- ARGV[1] caller party, ARGV[2] scope,
--- ARGV[3] the holder to replace ('' = replace nobody), ARGV[4] its epoch,
--- ARGV[5] the session id (the member of the T:held sets),
--- ARGV[6] how many edges the caller may hold (T:held + T:watch)
--- Returns {status, holder, epoch, previous holder}:
---   status 1 granted (free, or ARGV[3] still holds at ARGV[4]): epoch+1
---   status 2 the caller holds it already: scope updated, same epoch
---   status 0 held by someone else: nothing written
---   status -1 the caller holds ARGV[6] edges already: nothing written
-local h = redis.call('HMGET', KEYS[1], 'holder', 'epoch')
-local holder = h[1] or ''
-local epoch = tonumber(h[2] or '0') or 0
-if holder == ARGV[1] then
-  redis.call('HSET', KEYS[1], 'scope', ARGV[2])
-  redis.call('SADD', KEYS[2], ARGV[5])
-  return {2, holder, epoch, ''}
-end
-if holder == '' or (ARGV[3] ~= '' and holder == ARGV[3] and epoch == tonumber(ARGV[4])) then
-  if redis.call('SCARD', KEYS[2]) + redis.call('SCARD', KEYS[4]) >= tonumber(ARGV[6]) then
-    return {-1, holder, epoch, ''}
-  end
-  epoch = epoch + 1
-  redis.call('HSET', KEYS[1], 'holder', ARGV[1], 'scope', ARGV[2], 'epoch', epoch)
-  if holder ~= '' then redis.call('SREM', KEYS[3], ARGV[5]) end
-  redis.call('SADD', KEYS[2], ARGV[5])
-  return {1, ARGV[1], epoch, holder}
-end
-return {0, holder, epoch, ''}
-`)
+// Its KEYS, ARGV and reply are in lease.lua.
+//
+//go:embed lease.lua
+var leaseLua string
+
+var leaseScript = keyspace.NewScript("delivery/supervision/lease.lua", leaseLua)
 
 // observeScript records an observer edge.
-var observeScript = redis.NewScript(`
--- observe: make a party an observer of a session.
--- KEYS[1] T:obs:<session>, KEYS[2] T:held:<caller>, KEYS[3] T:watch:<caller>
--- ARGV[1] caller party, ARGV[2] scope, ARGV[3] the session id,
--- ARGV[4] how many edges the caller may hold (T:held + T:watch)
--- Returns 1 when recorded (or its scope updated), 0 when the caller holds
--- ARGV[4] edges already and this one is new (nothing written).
-if redis.call('HEXISTS', KEYS[1], ARGV[1]) == 0 and
-   redis.call('SCARD', KEYS[2]) + redis.call('SCARD', KEYS[3]) >= tonumber(ARGV[4]) then
-  return 0
-end
-redis.call('HSET', KEYS[1], ARGV[1], ARGV[2])
-redis.call('SADD', KEYS[3], ARGV[3])
-return 1
-`)
+// Its KEYS, ARGV and reply are in observe.lua.
+//
+//go:embed observe.lua
+var observeLua string
+
+var observeScript = keyspace.NewScript("delivery/supervision/observe.lua", observeLua)
 
 // releaseScript lets the holder go of a lease.
-var releaseScript = redis.NewScript(`
--- release: drop a controller lease if the caller holds it.
--- KEYS[1] T:ctl:<session>, KEYS[2] T:held:<caller>
--- ARGV[1] caller party, ARGV[2] the session id
--- Returns 1 when released, 0 when the caller does not hold it. The epoch
--- stays, so the next holder's epoch is higher still.
-if redis.call('HGET', KEYS[1], 'holder') ~= ARGV[1] then return 0 end
-redis.call('HDEL', KEYS[1], 'holder', 'scope')
-redis.call('SREM', KEYS[2], ARGV[2])
-return 1
-`)
+// Its KEYS, ARGV and reply are in release.lua.
+//
+//go:embed release.lua
+var releaseLua string
+
+var releaseScript = keyspace.NewScript("delivery/supervision/release.lua", releaseLua)
 
 // defaultScript makes a parent its child's controller unless one is set.
-var defaultScript = redis.NewScript(`
--- default controller: set the spawner as controller of a new session.
--- KEYS[1] T:ctl:<child>, KEYS[2] T:held:<parent's party>
--- ARGV[1] the parent's party (session:<parent>), ARGV[2] the child id
--- Returns 1 when set (scope subtree, epoch+1), 0 when the child already
--- had a controller (nothing written).
-local holder = redis.call('HGET', KEYS[1], 'holder')
-if holder and holder ~= '' then return 0 end
-redis.call('HSET', KEYS[1], 'holder', ARGV[1], 'scope', 'subtree')
-redis.call('HINCRBY', KEYS[1], 'epoch', 1)
-redis.call('SADD', KEYS[2], ARGV[2])
-return 1
-`)
+// Its KEYS, ARGV and reply are in default.lua.
+//
+//go:embed default.lua
+var defaultLua string
+
+var defaultScript = keyspace.NewScript("delivery/supervision/default.lua", defaultLua)
 
 // Supervise makes caller a controller or observer of session (docs/design.md §6).
 //

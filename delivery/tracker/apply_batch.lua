@@ -3,6 +3,7 @@
 -- other, in the order given, each exactly as apply_one.lua would fold it.
 -- One call instead of one per delivery: the deriver's round trips, not
 -- Redis, bounded how fast it could fold a busy repository's deliveries.
+-- Rule: docs/design.md §3 the PR tracker and PR readiness.
 --
 -- KEYS[1]    = "<tag>:journal" of the shard (routes the script)
 -- ARGV[1..3] = journal.AppendArgs()
@@ -15,6 +16,7 @@
 -- stops after the first {"need", base...}: that fact wrote nothing and the
 -- facts after it did not run (the caller passes the missing required
 -- checks and runs them again).
+
 wg_config(ARGV[1], ARGV[2], ARGV[3])
 local out = {}
 for i = 1, tonumber(ARGV[5]) do

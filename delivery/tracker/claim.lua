@@ -4,6 +4,7 @@
 -- to a PR the tracker has already seen journals github.pull_request.linked,
 -- so the author's chain hears of the PR once. A link a Wakegate-Session
 -- trailer made (session_via=trailer) is replaced by any session's claim.
+-- Rule: docs/design.md §3 the link of a PR to its session.
 --
 -- KEYS[1]    = "<tag>:journal" of the repository's shard (routes the script)
 -- ARGV[1..3] = journal.AppendArgs()

@@ -1,6 +1,6 @@
 package tracker
 
-import "strconv"
+import "github.com/wakegate/wakegate/keyspace"
 
 // Key builders, the Go side of the layout tracker.lua documents. Every key
 // of a repository is under the hash tag of its journal shard, so the
@@ -9,12 +9,10 @@ import "strconv"
 
 func (t *Tracker) shardOf(repo string) int { return t.j.Shard("github:" + repo) }
 
-func prKey(tag, repo string, n int) string {
-	return tag + ":pr:" + repo + "#" + strconv.Itoa(n)
-}
+func prKey(tag, repo string, n int) string { return keyspace.Shard(tag).PR(repo, n) }
 
-func reviewsKey(tag, repo string, n int) string { return prKey(tag, repo, n) + ":reviews" }
+func reviewsKey(tag, repo string, n int) string { return keyspace.Shard(tag).Reviews(repo, n) }
 
-func checksKey(tag, repo, sha string) string { return tag + ":checks:" + repo + "@" + sha }
+func checksKey(tag, repo, sha string) string { return keyspace.Shard(tag).Checks(repo, sha) }
 
-func settleKey(tag string) string { return tag + ":settle" }
+func settleKey(tag string) string { return keyspace.Shard(tag).Settle() }

@@ -5,6 +5,7 @@
 -- comes due together. Claiming each member with ZREM inside the script
 -- makes the work happen once when several settlers run; the evaluation is
 -- idempotent anyway.
+-- Rule: docs/design.md §3 PR readiness: the settle time.
 --
 -- KEYS[1]    = "<tag>:journal" of the shard (routes the script)
 -- ARGV[1..3] = journal.AppendArgs()

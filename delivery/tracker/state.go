@@ -2,6 +2,7 @@ package tracker
 
 import (
 	"context"
+	_ "embed"
 	"encoding/json"
 	"fmt"
 	"sort"
@@ -9,7 +10,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/redis/go-redis/v9"
+	"github.com/wakegate/wakegate/keyspace"
 )
 
 // PRState is what the tracker knows of one pull request.
@@ -45,20 +46,12 @@ type CheckResult struct {
 // stateScript reads a PR's tracker, its reviews and the results at its
 // head in one round trip (the checks key needs the head the first read
 // finds). The keys share the repository's hash tag.
+// Its KEYS, ARGV and reply are in state.lua.
 //
-// KEYS[1] the PR's tracker hash, KEYS[2] its reviews hash
-// ARGV[1] the checks key without the sha: "<tag>:checks:<repo>@"
-// Returns {tracker HGETALL, reviews HGETALL, checks-at-head HGETALL}.
-var stateScript = redis.NewScript(`
-local h = redis.call('HGETALL', KEYS[1])
-local head
-for i = 1, #h, 2 do
-  if h[i] == 'head' then head = h[i + 1] end
-end
-local checks = {}
-if head and head ~= '' then checks = redis.call('HGETALL', ARGV[1] .. head) end
-return { h, redis.call('HGETALL', KEYS[2]), checks }
-`)
+//go:embed state.lua
+var stateLua string
+
+var stateScript = keyspace.NewScript("delivery/tracker/state.lua", stateLua)
 
 // State reads what the tracker knows of PR number of repo: for tests and
 // the health sweep.

@@ -30,6 +30,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/wakegate/wakegate/delivery/journal"
+	"github.com/wakegate/wakegate/keyspace"
 	"github.com/wakegate/wakegate/providers/event"
 	"github.com/wakegate/wakegate/providers/github"
 	"github.com/wakegate/wakegate/providers/kind"
@@ -49,10 +50,10 @@ var (
 	//go:embed claim.lua
 	claimLua string
 
-	applyScript  = redis.NewScript(journal.AppendLua + trackerLua + applyLua + applyOneLua)
-	batchScript  = redis.NewScript(journal.AppendLua + trackerLua + applyLua + applyBatchLua)
-	settleScript = redis.NewScript(journal.AppendLua + trackerLua + settleLua)
-	claimScript  = redis.NewScript(journal.AppendLua + trackerLua + claimLua)
+	applyScript  = keyspace.NewScript("delivery/tracker/apply_one.lua", journal.AppendLua, trackerLua, applyLua, applyOneLua)
+	batchScript  = keyspace.NewScript("delivery/tracker/apply_batch.lua", journal.AppendLua, trackerLua, applyLua, applyBatchLua)
+	settleScript = keyspace.NewScript("delivery/tracker/settle.lua", journal.AppendLua, trackerLua, settleLua)
+	claimScript  = keyspace.NewScript("delivery/tracker/claim.lua", journal.AppendLua, trackerLua, claimLua)
 )
 
 // ErrInvalidFact is wrapped by Apply's error for a fact it cannot fold in
@@ -394,7 +395,7 @@ const maxNeed = 4
 // the bases it may evaluate. The scripts answer {"need", base...} before
 // writing anything when a base is missing; run then adds it and retries.
 // args builds ARGV[5:] from the required checks.
-func (t *Tracker) run(ctx context.Context, s *redis.Script, shard int, repo string, hint []string,
+func (t *Tracker) run(ctx context.Context, s *keyspace.Script, shard int, repo string, hint []string,
 	args func(req map[string][]string) ([]any, error)) ([]any, error) {
 	t.remember(repo, hint)
 	for range maxNeed {

@@ -555,7 +555,7 @@ func streamTime(id string) time.Time {
 // and redeliver once fixed.
 func (d *Deriver) poison(ctx context.Context, rec ingest.Record, reason string) (string, error) {
 	err := d.rdb.XAdd(ctx, &redis.XAddArgs{
-		Stream: d.store.Tag(rec.Shard) + ":poison", MaxLen: 10000, Approx: true,
+		Stream: d.store.Keys(rec.Shard).Poison(), MaxLen: 10000, Approx: true,
 		Values: []any{"g", rec.GUID, "h", rec.Hook, "id", rec.ID, "reason", reason, "at", d.cfg.Now().UnixMilli()},
 	}).Err()
 	if err != nil {

@@ -3,12 +3,14 @@ package ghapp
 import (
 	"context"
 	"crypto/rand"
+	_ "embed"
 	"encoding/hex"
 	"fmt"
 	"time"
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/wakegate/wakegate/keyspace"
 	"github.com/wakegate/wakegate/providers/kind"
 )
 
@@ -16,15 +18,15 @@ import (
 // two of them, so they need no shared hash tag.
 type keys struct{ p string }
 
-func (k keys) sweepWatermark() string { return k.p + ":ghapp:sweep:watermark" } // string: unix ms
-func (k keys) sweepLock() string      { return k.p + ":ghapp:sweep:lock" }      // lease: one sweep at a time
+func (k keys) sweepWatermark() string { return keyspace.GitHubApp(k.p) + ":sweep:watermark" } // string: unix ms
+func (k keys) sweepLock() string      { return keyspace.GitHubApp(k.p) + ":sweep:lock" }      // lease: one sweep at a time
 func (k keys) redelivered(guid string) string {
-	return k.p + ":ghapp:redelivered:" + guid // string: when wakegate asked GitHub to redeliver guid
+	return keyspace.GitHubApp(k.p) + ":redelivered:" + guid // string: when wakegate asked GitHub to redeliver guid
 }
-func (k keys) watch() string          { return k.p + ":ghapp:watch" }           // zset: "<ws>\t<repo>\t<n|*>" → ms first watched
-func (k keys) reconcileSince() string { return k.p + ":ghapp:reconcile:since" } // hash: repo → ms of the last tick that covered it
+func (k keys) watch() string          { return keyspace.GitHubApp(k.p) + ":watch" }           // zset: "<ws>\t<repo>\t<n|*>" → ms first watched
+func (k keys) reconcileSince() string { return keyspace.GitHubApp(k.p) + ":reconcile:since" } // hash: repo → ms of the last tick that covered it
 func (k keys) baseline(repo string, n int) string {
-	return fmt.Sprintf("%s:ghapp:baseline:%s#%d", k.p, repo, n) // string: the PR was fetched as a baseline
+	return fmt.Sprintf("%s:baseline:%s#%d", keyspace.GitHubApp(k.p), repo, n) // string: the PR was fetched as a baseline
 }
 
 // ErrBusy is returned when another sweep holds the lease.
@@ -51,12 +53,12 @@ func acquire(ctx context.Context, rdb redis.UniversalClient, key string, ttl tim
 
 // releaseScript deletes a lease only while it still holds the caller's
 // token, so a lease that expired and was taken over is left alone.
+// Its KEYS, ARGV and reply are in release.lua.
 //
-// KEYS[1] = the lease; ARGV[1] = the token. Returns 1 if deleted.
-var releaseScript = redis.NewScript(`
-if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end
-return 0
-`)
+//go:embed release.lua
+var releaseLua string
+
+var releaseScript = keyspace.NewScript("workers/ghapp/release.lua", releaseLua)
 
 func (l *lease) release(ctx context.Context) error {
 	return releaseScript.Run(ctx, l.rdb, []string{l.key}, l.token).Err()

@@ -19,6 +19,7 @@ import (
 	"github.com/wakegate/wakegate/delivery/journal"
 	"github.com/wakegate/wakegate/delivery/subscriptions"
 	"github.com/wakegate/wakegate/delivery/tracker"
+	"github.com/wakegate/wakegate/keyspace"
 	"github.com/wakegate/wakegate/providers/event"
 	wgh "github.com/wakegate/wakegate/providers/github"
 	"github.com/wakegate/wakegate/providers/github/app"
@@ -45,7 +46,7 @@ type subscribers interface {
 
 // ReconcileConfig tunes the reconciler. Zero values take the defaults.
 type ReconcileConfig struct {
-	Prefix string        // WAKEGATE_REDIS_PREFIX; default "wg"
+	Prefix string        // WAKEGATE_REDIS_PREFIX; default keyspace.DefaultPrefix
 	Every  time.Duration // one pass per period across workers; default 5m
 	// Overlap is how far before the last pass a pass looks again (clock
 	// skew between GitHub and wakegate); default 2m.
@@ -64,7 +65,7 @@ type ReconcileConfig struct {
 
 func (c ReconcileConfig) withDefaults() ReconcileConfig {
 	if c.Prefix == "" {
-		c.Prefix = "wg"
+		c.Prefix = keyspace.DefaultPrefix
 	}
 	if c.Every <= 0 {
 		c.Every = 5 * time.Minute

@@ -12,6 +12,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/redis/go-redis/v9"
 
+	"github.com/wakegate/wakegate/keyspace"
 	"github.com/wakegate/wakegate/providers/github/app"
 )
 
@@ -40,7 +41,7 @@ const (
 
 // SweepConfig tunes the sweeper. Zero values take the defaults.
 type SweepConfig struct {
-	Prefix string        // WAKEGATE_REDIS_PREFIX; default "wg"
+	Prefix string        // WAKEGATE_REDIS_PREFIX; default keyspace.DefaultPrefix
 	Every  time.Duration // periodic sweep; default 5m
 	// FirstWindow is how far back the very first sweep looks (no
 	// watermark yet); default 24h (GitHub keeps deliveries 3 days).
@@ -64,7 +65,7 @@ type SweepConfig struct {
 
 func (c SweepConfig) withDefaults() SweepConfig {
 	if c.Prefix == "" {
-		c.Prefix = "wg"
+		c.Prefix = keyspace.DefaultPrefix
 	}
 	if c.Every <= 0 {
 		c.Every = 5 * time.Minute

@@ -3,6 +3,7 @@ package health
 import (
 	"context"
 	"crypto/sha1"
+	_ "embed"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
@@ -15,6 +16,7 @@ import (
 
 	"github.com/wakegate/wakegate/delivery/inbox"
 	"github.com/wakegate/wakegate/delivery/journal"
+	"github.com/wakegate/wakegate/keyspace"
 	"github.com/wakegate/wakegate/providers/event"
 	"github.com/wakegate/wakegate/workers/route"
 )
@@ -40,23 +42,12 @@ const (
 const keyTTL = 2 * window
 
 // posScript moves stream positions forward only.
+// Its KEYS, ARGV and reply are in pos.lua.
 //
-// KEYS[1] <prefix>:health:pos; ARGV pairs of field, stream id.
-var posScript = redis.NewScript(`
-local function parse(id)
-  local a, b = string.match(id or '', '^(%d+)-(%d+)$')
-  if not a then return nil end
-  return tonumber(a), tonumber(b)
-end
-for i = 1, #ARGV, 2 do
-  local cm, cn = parse(redis.call('HGET', KEYS[1], ARGV[i]))
-  local nm, nn = parse(ARGV[i + 1])
-  if nm and (not cm or nm > cm or (nm == cm and nn > cn)) then
-    redis.call('HSET', KEYS[1], ARGV[i], ARGV[i + 1])
-  end
-end
-return 1
-`)
+//go:embed pos.lua
+var posLua string
+
+var posScript = keyspace.NewScript("workers/health/pos.lua", posLua)
 
 // feed files what the journal and the ledgers gained, in at most rounds
 // rounds, pacing them with pace (nil: flat out); behind reports that it

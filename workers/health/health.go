@@ -3,6 +3,7 @@ package health
 import (
 	"context"
 	"crypto/sha1"
+	_ "embed"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
@@ -16,6 +17,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/wakegate/wakegate/delivery/outbound"
+	"github.com/wakegate/wakegate/keyspace"
 
 	"github.com/wakegate/wakegate/delivery/escalate"
 	"github.com/wakegate/wakegate/delivery/inbox"
@@ -29,7 +31,7 @@ import (
 
 // Config tunes the sweep. Zero values take the defaults.
 type Config struct {
-	// Prefix starts every key (WAKEGATE_REDIS_PREFIX). Default "wg".
+	// Prefix starts every key (WAKEGATE_REDIS_PREFIX). Default keyspace.DefaultPrefix.
 	Prefix string
 	// SessionTTL is WAKEGATE_SESSION_TTL, the registry's: a session seen
 	// then silent this long is dead. Default 10m.
@@ -57,7 +59,7 @@ type Config struct {
 
 func (c Config) withDefaults() Config {
 	if c.Prefix == "" {
-		c.Prefix = "wg"
+		c.Prefix = keyspace.DefaultPrefix
 	}
 	if c.SessionTTL <= 0 {
 		c.SessionTTL = 10 * time.Minute
@@ -502,20 +504,12 @@ func (r *run) commitQueues(ctx context.Context, dirty map[string]float64, due ma
 
 // consumeScript removes dirty members whose version is still the one the
 // pass read: a subject journaled again meanwhile stays dirty.
+// Its KEYS, ARGV and reply are in consume.lua.
 //
-// KEYS[1] T:dirty; ARGV pairs of member, score read.
-// Returns how many it removed.
-var consumeScript = redis.NewScript(`
-local n = 0
-for i = 1, #ARGV, 2 do
-  local cur = redis.call('ZSCORE', KEYS[1], ARGV[i])
-  if cur and tonumber(cur) == tonumber(ARGV[i + 1]) then
-    redis.call('ZREM', KEYS[1], ARGV[i])
-    n = n + 1
-  end
-end
-return n
-`)
+//go:embed consume.lua
+var consumeLua string
+
+var consumeScript = keyspace.NewScript("workers/health/consume.lua", consumeLua)
 
 func (s *Sweeper) consumeDirty(ctx context.Context, ws string, dirty map[string]float64, failed map[string]bool) error {
 	args := make([]any, 0, 2*len(dirty))

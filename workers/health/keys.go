@@ -1,5 +1,7 @@
 package health
 
+import "github.com/wakegate/wakegate/keyspace"
+
 // Key layout. The feed's positions and the list of workspaces are global;
 // everything else is per workspace under one hash tag
 // (T = <prefix>:{hl:<workspace>}), so the per-workspace scripts run in one
@@ -21,10 +23,10 @@ package health
 //	T:emitted             hash  subject → id of the last fact synthesized about it (stalled, stuck)
 //	T:stamp               hash  settings → hash of the workspace settings last applied; pass → ms of the last periodic pass
 
-func (s *Sweeper) posKey() string { return s.cfg.Prefix + ":health:pos" }
-func (s *Sweeper) wsKey() string  { return s.cfg.Prefix + ":health:ws" }
+func (s *Sweeper) posKey() string { return keyspace.HealthPos(s.cfg.Prefix) }
+func (s *Sweeper) wsKey() string  { return keyspace.HealthWorkspaces(s.cfg.Prefix) }
 
-func (s *Sweeper) tag(ws string) string { return s.cfg.Prefix + ":{hl:" + ws + "}" }
+func (s *Sweeper) tag(ws string) string { return keyspace.Health(s.cfg.Prefix, ws) }
 
 func (s *Sweeper) dirtyKey(ws string) string         { return s.tag(ws) + ":dirty" }
 func (s *Sweeper) dueKey(ws string) string           { return s.tag(ws) + ":due" }

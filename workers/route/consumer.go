@@ -12,6 +12,7 @@ package route
 
 import (
 	"context"
+	_ "embed"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -26,6 +27,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/wakegate/wakegate/delivery/journal"
+	"github.com/wakegate/wakegate/keyspace"
 	"github.com/wakegate/wakegate/providers/event"
 	"github.com/wakegate/wakegate/workers/blockread"
 )
@@ -104,38 +106,32 @@ func newConsumerMetrics(reg prometheus.Registerer) *consumerMetrics {
 	return m
 }
 
-func (c *Consumer) leaseKey(shard int) string  { return c.j.Tag(shard) + ":lease" }
-func (c *Consumer) epochKey(shard int) string  { return c.j.Tag(shard) + ":epoch" }
+func (c *Consumer) leaseKey(shard int) string  { return c.j.Keys(shard).Lease() }
+func (c *Consumer) epochKey(shard int) string  { return c.j.Keys(shard).Epoch() }
 func (c *Consumer) cursorKey(shard int) string { return cursorKey(c.j, shard) }
 
 // cursorKey is where a shard's routing cursor is kept: the id of the last
 // journal entry routed.
-func cursorKey(j *journal.Journal, shard int) string { return j.Tag(shard) + ":cursor" }
-func (c *Consumer) workersKey() string               { return c.j.Config().Prefix + ":route:workers" }
+func cursorKey(j *journal.Journal, shard int) string { return j.Keys(shard).Cursor() }
+func (c *Consumer) workersKey() string               { return keyspace.RouteWorkers(c.j.Config().Prefix) }
 
 // acquireScript takes a free lease, or one held under the claimant's own
 // identity (a dead predecessor's: an identity is held by one live process
 // at a time, identity.go), with a new epoch that fences the old holder.
+// Its KEYS, ARGV and reply are in acquire.lua.
 //
-// KEYS[1] lease, KEYS[2] epoch counter; ARGV[1] owner, ARGV[2] ttl ms.
-// Returns the new epoch, or 0 when the lease is held by another owner.
-var acquireScript = redis.NewScript(`
-local cur = redis.call('GET', KEYS[1])
-if cur and string.sub(cur, 1, #ARGV[1] + 1) ~= ARGV[1] .. ':' then return 0 end
-local epoch = redis.call('INCR', KEYS[2])
-redis.call('SET', KEYS[1], ARGV[1] .. ':' .. epoch, 'PX', ARGV[2])
-return epoch
-`)
+//go:embed acquire.lua
+var acquireLua string
+
+var acquireScript = keyspace.NewScript("workers/route/acquire.lua", acquireLua)
 
 // renewScript extends a lease its holder still holds.
+// Its KEYS, ARGV and reply are in renew.lua.
 //
-// KEYS[1] lease; ARGV[1] "owner:epoch", ARGV[2] ttl ms, ARGV[3] "1" to
-// release instead. Returns 1 when held (and renewed or released), else 0.
-var renewScript = redis.NewScript(`
-if redis.call('GET', KEYS[1]) ~= ARGV[1] then return 0 end
-if ARGV[3] == '1' then redis.call('DEL', KEYS[1]) else redis.call('PEXPIRE', KEYS[1], ARGV[2]) end
-return 1
-`)
+//go:embed renew.lua
+var renewLua string
+
+var renewScript = keyspace.NewScript("workers/route/renew.lua", renewLua)
 
 // advanceScript moves a shard's cursor, fenced by the lease (a worker that
 // lost its lease, paused past the TTL, cannot move the new holder's
@@ -144,20 +140,12 @@ return 1
 // shard with a backlog costs no round trip of its own to read; not inside
 // the script, where Redis would convert every entry into Lua values and
 // back (about 4 µs of Redis per entry, more than routing it costs there).
+// Its KEYS, ARGV and reply are in advance.lua.
 //
-// KEYS[1] lease, KEYS[2] cursor, KEYS[3] ledger; ARGV[1] "owner:epoch",
-// ARGV[2] stream id, ARGV[3] the ledger's MAXLEN (~), ARGV[4..] the
-// ledger entries, 12 field values each.
-// Returns 1 when advanced, 0 (nothing written) when the lease is no longer
-// this holder's.
-var advanceScript = redis.NewScript(`
-if redis.call('GET', KEYS[1]) ~= ARGV[1] then return 0 end
-for i = 4, #ARGV, 12 do
-  redis.call('XADD', KEYS[3], 'MAXLEN', '~', ARGV[3], '*', unpack(ARGV, i, i + 11))
-end
-redis.call('SET', KEYS[2], ARGV[2])
-return 1
-`)
+//go:embed advance.lua
+var advanceLua string
+
+var advanceScript = keyspace.NewScript("workers/route/advance.lua", advanceLua)
 
 // Run claims a worker identity, then takes and works shards until ctx is
 // cancelled; then it hands over: releases its leases and leaves the worker
@@ -579,13 +567,13 @@ func (c *Consumer) safeHandle(ctx context.Context, shard int, e *event.Event) (e
 func (c *Consumer) poison(ctx context.Context, shard int, id, reason string) {
 	c.m.handled.WithLabelValues("poison").Inc()
 	c.log.Error("journal event set aside as poison", "shard", shard, "seq", journal.FormatSeq(shard, id), "reason", reason)
-	_ = c.rdb.XAdd(ctx, &redis.XAddArgs{Stream: c.j.Tag(shard) + ":route:poison", MaxLen: 10000, Approx: true,
+	_ = c.rdb.XAdd(ctx, &redis.XAddArgs{Stream: c.j.Keys(shard).RoutePoison(), MaxLen: 10000, Approx: true,
 		Values: []any{"seq", journal.FormatSeq(shard, id), "reason", reason, "at", time.Now().UnixMilli()}}).Err()
 }
 
 // Poisoned lists the events of a shard set aside, newest last.
 func (c *Consumer) Poisoned(ctx context.Context, shard int) ([]redis.XMessage, error) {
-	return c.rdb.XRange(ctx, c.j.Tag(shard)+":route:poison", "-", "+").Result()
+	return c.rdb.XRange(ctx, c.j.Keys(shard).RoutePoison(), "-", "+").Result()
 }
 
 // Held lists the shards this consumer works now.

@@ -3,6 +3,7 @@ package route
 import (
 	"context"
 	"crypto/rand"
+	_ "embed"
 	"encoding/hex"
 	"errors"
 	"fmt"
@@ -12,7 +13,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/redis/go-redis/v9"
+	"github.com/wakegate/wakegate/keyspace"
 )
 
 // A worker's identity (docs/design.md §9) names it among the route
@@ -31,25 +32,13 @@ import (
 // identityTTL is how long an identity record outlives its last refresh.
 const identityTTL = time.Minute
 
-// claimIdentityScript takes a worker identity when it is free.
+// claimIdentityScript takes a worker identity when it is free. Its KEYS,
+// ARGV and reply are in claim_identity.lua.
 //
-// KEYS[1] the identity record; ARGV[1] the claimant's value ("host pid
-// nonce"), ARGV[2] the record's ttl ms, ARGV[3] ms after which a holder
-// that has not refreshed the record is gone, ARGV[4] a holder's value the
-// claimant found dead ("" for none).
-// Returns "OK" when the identity is the claimant's (record written), else
-// the holder's value.
-var claimIdentityScript = redis.NewScript(`
-local cur = redis.call('GET', KEYS[1])
-local take = (not cur) or cur == ARGV[1] or (ARGV[4] ~= '' and cur == ARGV[4])
-if not take then
-  local pttl = redis.call('PTTL', KEYS[1])
-  take = pttl >= 0 and tonumber(ARGV[2]) - pttl > tonumber(ARGV[3])
-end
-if not take then return cur end
-redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])
-return 'OK'
-`)
+//go:embed claim_identity.lua
+var claimIdentityLua string
+
+var claimIdentityScript = keyspace.NewScript("workers/route/claim_identity.lua", claimIdentityLua)
 
 // identity is this process's claim on a worker identity.
 type identity struct {
@@ -85,7 +74,7 @@ func newIdentity(base string) *identity {
 
 // recordKey is where the identity name is claimed.
 func (c *Consumer) recordKey(name string) string {
-	return c.j.Config().Prefix + ":route:worker:" + name
+	return keyspace.RouteWorker(c.j.Config().Prefix, name)
 }
 
 // claim takes the first free name of base, base-1, base-2, ….

@@ -104,7 +104,7 @@ func (r *Router) Redeliver(ctx context.Context, e *event.Event, req RedeliverReq
 		DataContentType: "application/json", Workspace: e.Workspace, Priority: event.Internal}
 	// Claim the request, then look for its record: a request that finds
 	// the claim taken, or the record there, does nothing again.
-	claim := r.j.DedupKey(r.j.ShardOf(rec.Workspace, rec.Subject), rec.Source, rec.ID) + ":claim"
+	claim := r.j.Keys(r.j.ShardOf(rec.Workspace, rec.Subject)).RedeliveryClaim(rec.Source, rec.ID)
 	claimed, err := r.rdb.SetNX(ctx, claim, req.By, claimTTL).Result()
 	if err != nil {
 		return nil, fmt.Errorf("redeliver %s: %w", e.ID, err)

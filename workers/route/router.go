@@ -145,7 +145,7 @@ func newRouterMetrics(reg prometheus.Registerer) *routerMetrics {
 // delivery (event seq, source, id, recipient, inbox seq, via), trimmed to a
 // bounded length. A re-run after a crash may record a delivery again with
 // the same inbox seq: read it as a set.
-func LedgerKey(j *journal.Journal, shard int) string { return j.Tag(shard) + ":ledger" }
+func LedgerKey(j *journal.Journal, shard int) string { return j.Keys(shard).Ledger() }
 
 // LedgerLen bounds a shard's ledger (approximately: MAXLEN ~).
 const LedgerLen = 100_000

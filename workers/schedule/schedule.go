@@ -16,13 +16,14 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
-	"strconv"
 	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promauto"
 	"github.com/redis/go-redis/v9"
+
+	"github.com/wakegate/wakegate/keyspace"
 )
 
 // Func is one pass of a job.
@@ -49,7 +50,7 @@ type Scheduler struct {
 // this process in the slot keys (for a person reading Redis).
 func New(rdb redis.UniversalClient, prefix, owner string, log *slog.Logger, reg prometheus.Registerer) *Scheduler {
 	if prefix == "" {
-		prefix = "wg"
+		prefix = keyspace.DefaultPrefix
 	}
 	return &Scheduler{rdb: rdb, prefix: prefix, owner: owner, log: log.With("component", "schedule"), now: time.Now,
 		runs: promauto.With(reg).NewCounterVec(prometheus.CounterOpts{Name: "wakegate_schedule_runs_total",
@@ -115,7 +116,7 @@ func (s *Scheduler) tick(ctx context.Context, j job, now time.Time) {
 // slot key lives two periods, past any process's tick in that slot.
 func (s *Scheduler) claim(ctx context.Context, j job, now time.Time) (bool, error) {
 	slot := now.Truncate(j.period).UnixMilli()
-	key := s.prefix + ":sched:" + j.name + ":" + strconv.FormatInt(slot, 10)
+	key := keyspace.ScheduleClaim(s.prefix, j.name, slot)
 	ok, err := s.rdb.SetNX(ctx, key, s.owner, 2*j.period).Result()
 	if err != nil {
 		return false, fmt.Errorf("claim %s: %w", key, err)

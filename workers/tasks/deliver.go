@@ -23,6 +23,7 @@ import (
 
 	"github.com/wakegate/wakegate/delivery/inbox"
 	"github.com/wakegate/wakegate/delivery/outbound"
+	"github.com/wakegate/wakegate/keyspace"
 	"github.com/wakegate/wakegate/providers/event"
 )
 
@@ -52,7 +53,7 @@ func ParseSchedule(s string) ([]time.Duration, error) {
 
 // Config of the pusher. Zero values take the defaults.
 type Config struct {
-	// Prefix is WAKEGATE_REDIS_PREFIX. Default "wg".
+	// Prefix is WAKEGATE_REDIS_PREFIX. Default keyspace.DefaultPrefix.
 	Prefix string
 	// Schedule is the delays between attempts (WAKEGATE_PUSH_RETRY):
 	// a push gets len(Schedule)+1 attempts. Default DefaultSchedule.
@@ -154,7 +155,7 @@ func (p *Pusher) caughtUp(ctx context.Context, workspace, party, ck string, seq 
 func New(rdb redis.UniversalClient, client *asynq.Client, box *inbox.Inbox, endpoints *outbound.Endpoints,
 	log *slog.Logger, reg prometheus.Registerer, cfg Config) *Pusher {
 	if cfg.Prefix == "" {
-		cfg.Prefix = "wg"
+		cfg.Prefix = keyspace.DefaultPrefix
 	}
 	if len(cfg.Schedule) == 0 {
 		cfg.Schedule, _ = ParseSchedule(DefaultSchedule)
@@ -418,10 +419,10 @@ func (p *Pusher) enqueue(ctx context.Context, taskID string, pl payload) error {
 // Retried ≥ len(Schedule).
 func (p *Pusher) maxRetry() int { return len(p.cfg.Schedule) + 1 }
 
-func (p *Pusher) sentKey(id string) string { return p.cfg.Prefix + ":push:sent:" + id }
+func (p *Pusher) sentKey(id string) string { return keyspace.PushSent(p.cfg.Prefix, id) }
 
 // bodyKey holds a push's body, by webhook-id, while the push is pending.
-func (p *Pusher) bodyKey(id string) string { return p.cfg.Prefix + ":push:body:" + id }
+func (p *Pusher) bodyKey(id string) string { return keyspace.PushBody(p.cfg.Prefix, id) }
 
 // bodyTTL outlives every attempt of a push: the whole schedule with its
 // jitter, and two days of breaker deferrals and Retry-After waits on top.

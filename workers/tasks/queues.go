@@ -11,6 +11,8 @@ import (
 
 	"github.com/hibiken/asynq"
 	"github.com/redis/go-redis/v9"
+
+	"github.com/wakegate/wakegate/keyspace"
 )
 
 // DefaultQueues is WAKEGATE_PUSH_QUEUES's default: the number of Asynq
@@ -32,13 +34,7 @@ const MaxQueues = 256
 // tasks enqueued before an upgrade are worked after it; queue k > 0 is
 // `<prefix>:push:<k>`.
 func QueueName(prefix string, k int) string {
-	if prefix == "" {
-		prefix = "wg"
-	}
-	if k == 0 {
-		return prefix + ":push"
-	}
-	return prefix + ":push:" + strconv.Itoa(k)
+	return keyspace.PushQueue(prefix, k)
 }
 
 // Queues returns the names of a deployment's n push queues (n < 1: one).
@@ -75,10 +71,7 @@ func QueueFor(prefix string, n int, workspace, party string) string {
 // isPushQueue reports whether name is one of prefix's push queues, of
 // whatever count: `<prefix>:push` or `<prefix>:push:<k>`.
 func isPushQueue(prefix, name string) bool {
-	if prefix == "" {
-		prefix = "wg"
-	}
-	rest, ok := strings.CutPrefix(name, prefix+":push")
+	rest, ok := strings.CutPrefix(name, keyspace.PushQueue(prefix, 0))
 	if !ok {
 		return false
 	}

@@ -18,6 +18,7 @@ import (
 	"github.com/wakegate/wakegate/delivery/inbox"
 	"github.com/wakegate/wakegate/delivery/outbound"
 	"github.com/wakegate/wakegate/delivery/supervision"
+	"github.com/wakegate/wakegate/keyspace"
 	"github.com/wakegate/wakegate/providers/event"
 )
 
@@ -31,7 +32,7 @@ const TypeRelease = "holds:release"
 // again enqueues nothing twice.
 func DigestWebhookID(prefix, workspace, party, reason, slot string) string {
 	if prefix == "" {
-		prefix = "wg"
+		prefix = keyspace.DefaultPrefix
 	}
 	sum := sha256.Sum256([]byte(prefix + "\x00" + workspace + "\x00" + party + "\x00digest\x00" + reason + "\x00" + slot))
 	return "msg_" + strings.ToLower(base32.StdEncoding.WithPadding(base32.NoPadding).EncodeToString(sum[:20]))

@@ -1,0 +1,57 @@
+-- commit_delivery.lua: the GitHub commit point.
+-- Rule: docs/design.md §1 the commit point; §3 GitHub dedup; §14 shared objects.
+--
+-- KEYS[1] raw delivery "<in>:raw:<guid>:<hook>" (its existence is the
+--         (hook, guid) dedup; records of the v1 format were written with a
+--         marker "<in>:dd:<hook>:<guid>" beside them, which expires with them)
+-- KEYS[2] body marker  "<in>:bm:<sha256(repo, body)[:16] hex>"
+-- KEYS[3] raw delivery (KEYS[1] again: the position the record is written to)
+-- KEYS[4] ingest stream "<in>:ingest"
+-- KEYS[5] the v1 body marker "<in>:bh:<sha256(repo, body) hex>" (read only)
+-- KEYS[6..5+n] shared objects "<in>:obj:<hash>" the record references
+-- ARGV[1] ttl seconds, ARGV[2] raw record, ARGV[3] "1" to pass dedup (replay),
+-- ARGV[4] guid, ARGV[5] hook, ARGV[6] "1" to write an ingest record,
+-- ARGV[7] ingest stream maxlen, ARGV[8] the normalized fact ("" for none),
+-- ARGV[9] workspace (written beside a fact), ARGV[10] n,
+-- ARGV[11..10+n] each object's stored value, or "" where the caller
+-- believes it is stored already (then only its TTL is refreshed)
+-- Returns {0, ingest id or ""} committed, {1, ""} duplicate guid,
+-- {2, ""} duplicate body, {3, i} object i was given as "" but is not
+-- stored (nothing written but TTL refreshes: call again with its value).
+
+local ttl = tonumber(ARGV[1])
+if ARGV[3] ~= '1' then
+  local seen = redis.call('MGET', KEYS[1], KEYS[2], KEYS[5])
+  if seen[1] then return {1, ''} end
+  if seen[2] or seen[3] then return {2, ''} end
+end
+-- The shared objects (docs/design.md §14): each one the record references
+-- is stored, or no record is written. An object outlives every record that
+-- references it: each commit that references it gives it the whole
+-- retention again, never less than it had (GT: a shorter retention set
+-- later does not cut it under records written before; a refresh that then
+-- returns {3, i} is harmless). Data first, markers after: within one
+-- script it is atomic either way, but this is the order that stays safe
+-- if the script is ever split.
+local nobj = tonumber(ARGV[10])
+local function refresh(k)
+  return redis.call('EXPIRE', k, ttl, 'GT') == 1 or redis.call('EXISTS', k) == 1
+end
+for i = 1, nobj do
+  if ARGV[10 + i] == '' and not refresh(KEYS[5 + i]) then return {3, i} end
+end
+for i = 1, nobj do
+  if ARGV[10 + i] ~= '' and not refresh(KEYS[5 + i]) then
+    redis.call('SET', KEYS[5 + i], ARGV[10 + i], 'EX', ttl)
+  end
+end
+redis.call('SET', KEYS[3], ARGV[2], 'EX', ttl, 'NX')
+local id = ''
+if ARGV[6] == '1' and ARGV[8] ~= '' then
+  id = redis.call('XADD', KEYS[4], 'MAXLEN', '~', ARGV[7], '*', 'g', ARGV[4], 'h', ARGV[5], 'r', ARGV[3],
+    'w', ARGV[9], 'f', ARGV[8])
+elseif ARGV[6] == '1' then
+  id = redis.call('XADD', KEYS[4], 'MAXLEN', '~', ARGV[7], '*', 'g', ARGV[4], 'h', ARGV[5], 'r', ARGV[3])
+end
+redis.call('SET', KEYS[2], '1', 'EX', ttl, 'NX')
+return {0, id}

@@ -1,0 +1,132 @@
+package keyspace
+
+import (
+	"crypto/sha1"
+	"encoding/hex"
+	"strconv"
+)
+
+// Shard is journal shard N's hash tag, "<p>:{j<N>}": every key below is
+// in its slot — the journal and its dedup markers, the routing lease and
+// cursor, the delivery ledger, and the state derived with the shard's
+// events (PR trackers, session records), so that one script appends and
+// updates them together. The Lua side builds the same names in
+// delivery/journal/journal.lua (wg_eid, wg_term) and
+// delivery/tracker/tracker.lua (k_pr, …); their tests hold the two equal.
+type Shard string
+
+// JournalShard is shard n of the journal under prefix.
+func JournalShard(prefix string, n int) Shard {
+	return Shard(PrefixOr(prefix) + ":{j" + strconv.Itoa(n) + "}")
+}
+
+// Tag is the shard's key prefix, hash tag included; scripts get it in
+// ARGV and build the shard's keys from it.
+func (s Shard) Tag() string { return string(s) }
+
+// Journal is the shard's stream.
+func (s Shard) Journal() string { return string(s) + ":journal" }
+
+// Eid is the marker that makes appending (source, id) idempotent (wg_eid).
+func (s Shard) Eid(source, id string) string {
+	sum := sha1.Sum([]byte(source + "\x00" + id))
+	return string(s) + ":eid:" + hex.EncodeToString(sum[:])
+}
+
+// Term is the terminal record of a subject (wg_terminal).
+func (s Shard) Term(workspace, subject string) string {
+	return string(s) + ":term:" + workspace + ":" + subject
+}
+
+// Lease is the routing lease of the shard; Epoch its fencing counter.
+func (s Shard) Lease() string { return string(s) + ":lease" }
+
+// Epoch is the fencing epoch counter of the shard's routing lease.
+func (s Shard) Epoch() string { return string(s) + ":epoch" }
+
+// Cursor is the last entry the shard's router has routed.
+func (s Shard) Cursor() string { return string(s) + ":cursor" }
+
+// Ledger is the shard's delivery ledger (stream).
+func (s Shard) Ledger() string { return string(s) + ":ledger" }
+
+// RoutePoison is the stream of events routing set aside.
+func (s Shard) RoutePoison() string { return string(s) + ":route:poison" }
+
+// Batches is the stream of agent batches across shards not yet fanned out.
+func (s Shard) Batches() string { return string(s) + ":batches" }
+
+// Party is the registry record of a party (a session's record).
+func (s Shard) Party(workspace, party string) string {
+	return string(s) + ":party:" + workspace + ":" + party
+}
+
+// Pause is the marker of a session paused until a time.
+func (s Shard) Pause(workspace, party string) string {
+	return string(s) + ":pause:" + workspace + ":" + party
+}
+
+// PR is a pull request's tracker (hash); tracker.lua's k_pr.
+func (s Shard) PR(repo string, n int) string {
+	return string(s) + ":pr:" + repo + "#" + strconv.Itoa(n)
+}
+
+// Reviews is a pull request's reviews (hash); tracker.lua's k_reviews.
+func (s Shard) Reviews(repo string, n int) string { return s.PR(repo, n) + ":reviews" }
+
+// Checks is the check results at one sha (hash); tracker.lua's k_checks.
+func (s Shard) Checks(repo, sha string) string {
+	return string(s) + ":checks:" + repo + "@" + sha
+}
+
+// Settle is the shard's settle index (zset); tracker.lua's k_settle.
+func (s Shard) Settle() string { return string(s) + ":settle" }
+
+// IngestShard is ingest shard N's hash tag, "<p>:{in<N>}": its stream of
+// committed GitHub deliveries, their dedup markers and raw bodies.
+type IngestShard string
+
+// Ingest is ingest shard n under prefix.
+func Ingest(prefix string, n int) IngestShard {
+	return IngestShard(PrefixOr(prefix) + ":{in" + strconv.Itoa(n) + "}")
+}
+
+// Tag is the shard's key prefix, hash tag included.
+func (s IngestShard) Tag() string { return string(s) }
+
+// Stream is the shard's stream of ingest records.
+func (s IngestShard) Stream() string { return string(s) + ":ingest" }
+
+// Dedup is the marker of a delivery (hook, guid) that v1 raw records
+// were written with (the raw record's existence is the dedup since).
+func (s IngestShard) Dedup(hook, guid string) string {
+	return string(s) + ":dd:" + hook + ":" + guid
+}
+
+// Body is the v1 marker of a delivery's body (hex of its sha256), read
+// while v1 records live.
+func (s IngestShard) Body(sumHex string) string { return string(s) + ":bh:" + sumHex }
+
+// BodyMarker is the marker of a delivery's body (hex of the first 16
+// bytes of its sha256).
+func (s IngestShard) BodyMarker(sum16Hex string) string { return string(s) + ":bm:" + sum16Hex }
+
+// Object is a shared sub-object raw records reference, by its hash.
+func (s IngestShard) Object(sumHex string) string { return string(s) + ":obj:" + sumHex }
+
+// Raw is a committed delivery's raw record.
+func (s IngestShard) Raw(guid, hook string) string { return string(s) + ":raw:" + guid + ":" + hook }
+
+// Poison is the stream of ingest records derivation set aside.
+func (s IngestShard) Poison() string { return string(s) + ":poison" }
+
+// Index is the set of PR numbers that have had sha as head; tracker.lua's
+// k_index.
+func (s Shard) Index(repo, sha string) string { return string(s) + ":sha:" + repo + "@" + sha }
+
+// Resolved is the PR numbers a check delivery was journaled under;
+// tracker.lua's k_resolved.
+func (s Shard) Resolved(guid string) string { return string(s) + ":resolved:" + guid }
+
+// RedeliveryClaim is the claim of one redelivery of (source, id).
+func (s Shard) RedeliveryClaim(source, id string) string { return s.Eid(source, id) + ":claim" }
