@@ -16,7 +16,7 @@ import (
 
 	"github.com/wakegate/wakegate/delivery/ingest/internal/spans"
 
-	"github.com/wakegate/wakegate/keyspace"
+	"github.com/wakegate/wakegate/delivery/keyspace"
 )
 
 // Raw records (docs/design.md §14). Two formats are read:

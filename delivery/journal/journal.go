@@ -21,7 +21,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/wakegate/wakegate/keyspace"
+	"github.com/wakegate/wakegate/delivery/keyspace"
 	"github.com/wakegate/wakegate/providers/event"
 )
 

@@ -24,7 +24,7 @@ package outbound
 import (
 	"fmt"
 
-	"github.com/wakegate/wakegate/keyspace"
+	"github.com/wakegate/wakegate/delivery/keyspace"
 	"github.com/wakegate/wakegate/providers/kind"
 )
 

@@ -10,7 +10,7 @@ import (
 	"time"
 
 	"github.com/wakegate/wakegate/delivery/journal"
-	"github.com/wakegate/wakegate/keyspace"
+	"github.com/wakegate/wakegate/delivery/keyspace"
 	"github.com/wakegate/wakegate/providers/event"
 )
 

@@ -3,7 +3,7 @@ package subscriptions
 import (
 	"testing"
 
-	"github.com/wakegate/wakegate/keyspace"
+	"github.com/wakegate/wakegate/delivery/keyspace"
 )
 
 // TestMain checks that every script call of the tests keeps its KEYS in

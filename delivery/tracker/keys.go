@@ -1,6 +1,6 @@
 package tracker
 
-import "github.com/wakegate/wakegate/keyspace"
+import "github.com/wakegate/wakegate/delivery/keyspace"
 
 // Key builders, the Go side of the layout tracker.lua documents. Every key
 // of a repository is under the hash tag of its journal shard, so the

@@ -9,8 +9,8 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/wakegate/wakegate/delivery/journal"
+	"github.com/wakegate/wakegate/delivery/keyspace"
 	"github.com/wakegate/wakegate/delivery/redistest"
-	"github.com/wakegate/wakegate/keyspace"
 )
 
 //go:embed testdata/keys.lua

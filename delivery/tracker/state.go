@@ -10,7 +10,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/wakegate/wakegate/keyspace"
+	"github.com/wakegate/wakegate/delivery/keyspace"
 )
 
 // PRState is what the tracker knows of one pull request.

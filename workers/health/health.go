@@ -16,8 +16,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/redis/go-redis/v9"
 
+	"github.com/wakegate/wakegate/delivery/keyspace"
 	"github.com/wakegate/wakegate/delivery/outbound"
-	"github.com/wakegate/wakegate/keyspace"
 
 	"github.com/wakegate/wakegate/delivery/escalate"
 	"github.com/wakegate/wakegate/delivery/inbox"

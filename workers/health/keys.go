@@ -1,6 +1,6 @@
 package health
 
-import "github.com/wakegate/wakegate/keyspace"
+import "github.com/wakegate/wakegate/delivery/keyspace"
 
 // Key layout. The feed's positions and the list of workspaces are global;
 // everything else is per workspace under one hash tag

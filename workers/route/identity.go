@@ -13,7 +13,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/wakegate/wakegate/keyspace"
+	"github.com/wakegate/wakegate/delivery/keyspace"
 )
 
 // A worker's identity (docs/design.md §9) names it among the route

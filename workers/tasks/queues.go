@@ -12,7 +12,7 @@ import (
 	"github.com/hibiken/asynq"
 	"github.com/redis/go-redis/v9"
 
-	"github.com/wakegate/wakegate/keyspace"
+	"github.com/wakegate/wakegate/delivery/keyspace"
 )
 
 // DefaultQueues is WAKEGATE_PUSH_QUEUES's default: the number of Asynq

@@ -26,7 +26,7 @@ import (
 	_ "github.com/wakegate/wakegate/workers/health"
 	_ "github.com/wakegate/wakegate/workers/route"
 
-	"github.com/wakegate/wakegate/keyspace"
+	"github.com/wakegate/wakegate/delivery/keyspace"
 )
 
 // TestEveryScript keeps the scripts findable and their slot check
@@ -82,7 +82,7 @@ func TestEveryScript(t *testing.T) {
 		switch {
 		case strings.HasSuffix(path, ".lua"):
 			luaFiles = append(luaFiles, rel)
-		case strings.HasSuffix(path, ".go") && !strings.HasSuffix(path, "_test.go") && !strings.HasPrefix(rel, "keyspace/"):
+		case strings.HasSuffix(path, ".go") && !strings.HasSuffix(path, "_test.go") && !strings.HasPrefix(rel, "delivery/keyspace/"):
 			b, err := os.ReadFile(path)
 			if err != nil {
 				return err
