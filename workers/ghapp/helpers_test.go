@@ -3,11 +3,8 @@ package ghapp
 import (
 	"bytes"
 	"context"
-	"log/slog"
 	"os"
 	"path/filepath"
-	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -35,49 +32,6 @@ func newTestClient(t *testing.T, g *apptest.GitHub) *app.Client {
 		t.Fatal(err)
 	}
 	return c
-}
-
-// logBuffer collects JSON logs, safe for concurrent writers.
-type logBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *logBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *logBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
-
-func newLog() (*slog.Logger, *logBuffer) {
-	buf := &logBuffer{}
-	return slog.New(slog.NewJSONHandler(buf, &slog.HandlerOptions{Level: slog.LevelDebug})), buf
-}
-
-// assertNoSecrets fails when the logs carry the App key or any JWT or
-// token the fake saw or issued.
-func assertNoSecrets(t *testing.T, logs string, g *apptest.GitHub) {
-	t.Helper()
-	_, pem := apptest.Key()
-	body := strings.Split(string(pem), "\n")[1] // a line of the key's base64
-	if strings.Contains(logs, body) {
-		t.Error("the logs carry the App private key")
-	}
-	creds := g.Credentials()
-	if len(creds) == 0 {
-		t.Fatal("no credential was used: the check proves nothing")
-	}
-	for _, c := range creds {
-		if strings.Contains(logs, c) {
-			t.Errorf("the logs carry a credential (%.12s…)", c)
-		}
-	}
 }
 
 // redisEnv is a Redis client and prefix for one test.

@@ -31,7 +31,7 @@ type reconcileEnv struct {
 	tr   *tracker.Tracker
 	subs *subscriptions.Store
 	rec  *Reconciler
-	logs *logBuffer
+	logs *apptest.LogBuffer
 }
 
 func newReconcileEnv(t *testing.T) *reconcileEnv {
@@ -44,7 +44,7 @@ func newReconcileEnv(t *testing.T) *reconcileEnv {
 	if err != nil {
 		t.Fatal(err)
 	}
-	log, logs := newLog()
+	log, logs := apptest.NewLog()
 	e.logs = logs
 	e.rec = NewReconciler(newTestClient(t, e.g), e.rdb, ws, e.tr, e.j, e.subs, log, e.reg,
 		ReconcileConfig{Prefix: e.prefix, Grace: time.Nanosecond})
@@ -156,7 +156,7 @@ func TestReconcileRecordsAMissedMerge(t *testing.T) {
 	if err != nil || rep.Calls != 0 || rep.Repos != 0 {
 		t.Fatalf("nothing watched: %+v, %v; want no call", rep, err)
 	}
-	assertNoSecrets(t, e.logs.String(), e.g)
+	apptest.AssertNoSecrets(t, e.logs.String(), e.g)
 }
 
 // TestReconcileWatches: one call per watched repository per pass; a
@@ -235,7 +235,7 @@ func TestReconcileWatches(t *testing.T) {
 	if err != nil || rep.Calls != 1 || rep.Closed != 0 {
 		t.Fatalf("third pass %+v, %v", rep, err)
 	}
-	assertNoSecrets(t, e.logs.String(), e.g)
+	apptest.AssertNoSecrets(t, e.logs.String(), e.g)
 }
 
 // TestBaselineDeliversAMergeAtOnce: subscribing to a PR wakegate has never
@@ -295,5 +295,5 @@ func TestBaselineDeliversAMergeAtOnce(t *testing.T) {
 	if term, _ := e.j.TerminalOf(e.ctx, "default", "github:org/repo#8"); term != nil {
 		t.Fatal("an open PR got a terminal record")
 	}
-	assertNoSecrets(t, e.logs.String(), e.g)
+	apptest.AssertNoSecrets(t, e.logs.String(), e.g)
 }

@@ -17,13 +17,13 @@ type sweepEnv struct {
 	redisEnv
 	g    *apptest.GitHub
 	s    *Sweeper
-	logs *logBuffer
+	logs *apptest.LogBuffer
 }
 
 func newSweepEnv(t *testing.T) *sweepEnv {
 	t.Helper()
 	e := &sweepEnv{redisEnv: newRedisEnv(t), g: apptest.New(t)}
-	log, logs := newLog()
+	log, logs := apptest.NewLog()
 	e.logs = logs
 	e.s = NewSweeper(newTestClient(t, e.g), e.rdb, log, e.reg, SweepConfig{Prefix: e.prefix})
 	return e
@@ -131,7 +131,7 @@ func TestSweepRedeliversExactlyTheFailedGUIDsOnce(t *testing.T) {
 	if !rep2.Since.Equal(rep.Until.Truncate(time.Millisecond).Add(-2 * time.Minute)) {
 		t.Errorf("second sweep from %v, want the watermark minus the overlap", rep2.Since)
 	}
-	assertNoSecrets(t, e.logs.String(), e.g)
+	apptest.AssertNoSecrets(t, e.logs.String(), e.g)
 }
 
 // TestSweepRetriesAFailedRedelivery: when GitHub does not accept a
@@ -177,7 +177,7 @@ func TestSweepRetriesAFailedRedelivery(t *testing.T) {
 	if n := e.g.Redelivered()[flaky[0]]; n != 2 {
 		t.Fatalf("%d requests for g-flaky after a third sweep, want 2", n)
 	}
-	assertNoSecrets(t, e.logs.String(), e.g)
+	apptest.AssertNoSecrets(t, e.logs.String(), e.g)
 }
 
 // TestSweepSinceAndLock: an operator's since later than the watermark

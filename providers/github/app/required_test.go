@@ -25,12 +25,12 @@ func (c *fakeClock) Add(d time.Duration) {
 	c.mu.Unlock()
 }
 
-func newRequiredEnv(t *testing.T) (*apptest.GitHub, *Required, *fakeClock, *logBuffer) {
+func newRequiredEnv(t *testing.T) (*apptest.GitHub, *Required, *fakeClock, *apptest.LogBuffer) {
 	t.Helper()
 	g := apptest.New(t)
 	g.Install("org/repo", 7)
 	clock := &fakeClock{t: time.Now()}
-	log, logs := newLog()
+	log, logs := apptest.NewLog()
 	configured := func(repo string) []string {
 		if repo == "org/repo" || repo == "org/elsewhere" {
 			return []string{"e2e"}
@@ -84,7 +84,7 @@ func TestRequiredUnionCached(t *testing.T) {
 	if g.Calls("rules") != 3 {
 		t.Fatalf("rules fetched %d times, want 3 (main, release, main refreshed)", g.Calls("rules"))
 	}
-	assertNoSecrets(t, logs.String(), g)
+	apptest.AssertNoSecrets(t, logs.String(), g)
 }
 
 // TestRequiredFallback: a fetch that fails answers the configured checks
@@ -144,5 +144,5 @@ func TestRequiredFallback(t *testing.T) {
 	if got := counterValue(t, r.m.fetches.WithLabelValues("not_installed")); got != 1 {
 		t.Fatalf("not_installed fetches %v, want 1", got)
 	}
-	assertNoSecrets(t, logs.String(), g)
+	apptest.AssertNoSecrets(t, logs.String(), g)
 }
