@@ -2,8 +2,6 @@ package integration
 
 import (
 	"context"
-	"math/rand/v2"
-	"net"
 	"os/exec"
 	"path/filepath"
 	"strconv"
@@ -12,6 +10,8 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/wakegate/wakegate/delivery/redistest"
 )
 
 // TestSmokeOnRedisCluster runs the end-to-end smoke test (agent push,
@@ -53,7 +53,7 @@ func startRedisCluster(t *testing.T) string {
 	dir := t.TempDir()
 	var addrs []string
 	for i := range 3 {
-		port := strconv.Itoa(freeClusterPort(t))
+		port := strconv.Itoa(redistest.FreeClusterPort(t))
 		cmd := exec.Command(server, "--port", port, "--bind", "127.0.0.1", "--cluster-enabled", "yes",
 			"--cluster-config-file", filepath.Join(dir, "nodes-"+port+".conf"), "--dir", dir,
 			"--save", "", "--appendonly", "no", "--logfile", filepath.Join(dir, "redis-"+strconv.Itoa(i)+".log"))
@@ -91,28 +91,4 @@ func errString(err error) string {
 		return ""
 	}
 	return err.Error()
-}
-
-// freeClusterPort is a free loopback port whose cluster bus port (the
-// port + 10000, which redis-server also binds) is free too, both below
-// Linux's ephemeral range (32768 up), where the tests' own client
-// connections could take the bus port before the server binds it.
-func freeClusterPort(t *testing.T) int {
-	t.Helper()
-	for range 100 {
-		port := 10000 + rand.IntN(10000)
-		a, err := net.Listen("tcp", "127.0.0.1:"+strconv.Itoa(port))
-		if err != nil {
-			continue
-		}
-		b, err := net.Listen("tcp", "127.0.0.1:"+strconv.Itoa(port+10000))
-		_ = a.Close()
-		if err != nil {
-			continue
-		}
-		_ = b.Close()
-		return port
-	}
-	t.Fatal("no free port pair in 10000–30000")
-	return 0
 }

@@ -3,8 +3,6 @@ package keyspace
 import (
 	"context"
 	"fmt"
-	"math/rand/v2"
-	"net"
 	"os/exec"
 	"path/filepath"
 	"strconv"
@@ -12,6 +10,8 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/wakegate/wakegate/delivery/redistest"
 )
 
 // TestSlot checks Slot against the values Redis answers to CLUSTER
@@ -53,7 +53,7 @@ func TestSlotAgainstRedisCluster(t *testing.T) {
 	if err != nil {
 		t.Fatalf("this test starts a cluster-mode redis-server: %v", err)
 	}
-	port := freePort(t)
+	port := redistest.FreeClusterPort(t)
 	dir := t.TempDir()
 	cmd := exec.Command(server, "--port", strconv.Itoa(port), "--bind", "127.0.0.1", "--cluster-enabled", "yes",
 		"--cluster-config-file", filepath.Join(dir, "nodes.conf"), "--dir", dir, "--save", "", "--appendonly", "no")
@@ -86,24 +86,4 @@ func TestSlotAgainstRedisCluster(t *testing.T) {
 			t.Errorf("Slot(%q) = %d, CLUSTER KEYSLOT says %d", k, got, want)
 		}
 	}
-}
-
-func freePort(t *testing.T) int {
-	t.Helper()
-	for range 100 {
-		port := 20000 + rand.IntN(10000)
-		a, err := net.Listen("tcp", "127.0.0.1:"+strconv.Itoa(port))
-		if err != nil {
-			continue
-		}
-		b, err := net.Listen("tcp", "127.0.0.1:"+strconv.Itoa(port+10000))
-		_ = a.Close()
-		if err != nil {
-			continue
-		}
-		_ = b.Close()
-		return port
-	}
-	t.Fatal("no free port pair")
-	return 0
 }

@@ -8,7 +8,10 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	mrand "math/rand/v2"
+	"net"
 	"os"
+	"strconv"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -116,4 +119,28 @@ func (c *RoundTrips) add(first redis.Cmder) {
 	if name := first.Name(); name != "hello" && name != "client" {
 		c.n.Add(1)
 	}
+}
+
+// FreeClusterPort is a free loopback port whose cluster bus port (the
+// port + 10000, which redis-server also binds) is free too, both below
+// Linux's ephemeral range (32768 up), where the tests' own client
+// connections could take the bus port before the server binds it.
+func FreeClusterPort(t testing.TB) int {
+	t.Helper()
+	for range 100 {
+		port := 10000 + mrand.IntN(10000)
+		a, err := net.Listen("tcp", "127.0.0.1:"+strconv.Itoa(port))
+		if err != nil {
+			continue
+		}
+		b, err := net.Listen("tcp", "127.0.0.1:"+strconv.Itoa(port+10000))
+		_ = a.Close()
+		if err != nil {
+			continue
+		}
+		_ = b.Close()
+		return port
+	}
+	t.Fatal("no free port pair in 10000–30000")
+	return 0
 }
