@@ -45,7 +45,7 @@ func (s *System) startRedisCluster(ctx context.Context) error {
 			return err
 		}
 		p := &proc{name: fmt.Sprintf("redis-%d", i+1), role: "redis", log: filepath.Join(s.cfg.Dir, fmt.Sprintf("redis-%d.log", i+1)),
-			addr: "127.0.0.1:" + strconv.Itoa(port),
+			addr: "127.0.0.1:" + strconv.Itoa(port), data: dir,
 			args: append([]string{"--port", strconv.Itoa(port), "--bind", "127.0.0.1", "--dir", dir, "--save", "",
 				"--protected-mode", "no", "--cluster-enabled", "yes", "--cluster-config-file", filepath.Join(dir, "nodes.conf")}, RedisAOF...)}
 		if err := s.launch(p); err != nil {

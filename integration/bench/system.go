@@ -77,6 +77,7 @@ type proc struct {
 	args []string
 	env  []string
 	addr string // its HTTP address (gateway API or worker admin)
+	data string // a private Redis's data directory, removed when it stops
 	cmd  *exec.Cmd
 	done chan struct{}
 	err  error
@@ -267,7 +268,7 @@ func (s *System) startRedis(ctx context.Context) error {
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return err
 	}
-	p := &proc{name: "redis", role: "redis", log: filepath.Join(s.cfg.Dir, "redis.log"), addr: "127.0.0.1:" + strconv.Itoa(port),
+	p := &proc{name: "redis", role: "redis", log: filepath.Join(s.cfg.Dir, "redis.log"), addr: "127.0.0.1:" + strconv.Itoa(port), data: dir,
 		args: append([]string{"--port", strconv.Itoa(port), "--bind", "127.0.0.1", "--dir", dir, "--save", "",
 			"--protected-mode", "no"}, RedisAOF...)}
 	if err := s.launch(p); err != nil {
@@ -433,8 +434,13 @@ func (s *System) Stop() {
 		}
 		_ = s.Redis.Close()
 	}
+	// The AOF of a long run is hundreds of MB: it goes with its Redis
+	// (the logs stay in Dir).
 	for _, p := range s.redis {
 		stopProc(p, 10*time.Second)
+		if p.data != "" {
+			_ = os.RemoveAll(p.data)
+		}
 	}
 }
 
