@@ -108,25 +108,33 @@ end
 -- is spliced in raw (the caller validated it), never re-encoded.
 -- Compact form (docs/design.md §14): without specversion, datacontenttype
 -- and workspace (the entry's "w"), and without coalescekey when it is the
--- subject; the journal's reader puts them back (journal.decode).
+-- subject; the journal's reader puts them back (journal.decode). One
+-- table.concat of its parts: each string Lua builds is hashed byte by
+-- byte, so the entry is the only one built (most of what journaling
+-- costs the tracker's scripts was intermediate strings).
 local function event_json(e)
-  local p = {
-    '"id":' .. cjson.encode(e.id),
-    '"source":' .. cjson.encode(e.source),
-    '"type":' .. cjson.encode(e.type),
-    '"subject":' .. cjson.encode(e.subject),
-    '"time":' .. cjson.encode(e.time),
-  }
-  local function opt(name, v)
-    if v and v ~= '' then p[#p + 1] = '"' .. name .. '":' .. cjson.encode(v) end
+  local enc = cjson.encode
+  local p = { '{"id":', enc(e.id), ',"source":', enc(e.source), ',"type":', enc(e.type),
+    ',"subject":', enc(e.subject), ',"time":', enc(e.time) }
+  local n = 10
+  if e.sessionid and e.sessionid ~= '' then
+    p[n + 1], p[n + 2], n = ',"sessionid":', enc(e.sessionid), n + 2
   end
-  opt('sessionid', e.sessionid)
-  opt('priority', e.priority)
-  if e.coalescekey ~= e.subject then opt('coalescekey', e.coalescekey) end
-  if e.terminal then p[#p + 1] = '"terminal":true' end
-  opt('summary', e.summary)
-  if e.data and e.data ~= '' then p[#p + 1] = '"data":' .. e.data end
-  return '{' .. table.concat(p, ',') .. '}'
+  if e.priority and e.priority ~= '' then
+    p[n + 1], p[n + 2], n = ',"priority":', enc(e.priority), n + 2
+  end
+  if e.coalescekey and e.coalescekey ~= '' and e.coalescekey ~= e.subject then
+    p[n + 1], p[n + 2], n = ',"coalescekey":', enc(e.coalescekey), n + 2
+  end
+  if e.terminal then p[n + 1], n = ',"terminal":true', n + 1 end
+  if e.summary and e.summary ~= '' then
+    p[n + 1], p[n + 2], n = ',"summary":', enc(e.summary), n + 2
+  end
+  if e.data and e.data ~= '' then
+    p[n + 1], p[n + 2], n = ',"data":', e.data, n + 2
+  end
+  p[n + 1] = '}'
+  return table.concat(p)
 end
 
 -- emit journals e once per (source, id) and remembers a new entry's id.
