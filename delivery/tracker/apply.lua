@@ -207,10 +207,12 @@ local function deploy_event(id)
   })
 end
 
--- tr_apply folds one fact (the input table I and the raw data DATA) in.
-local function tr_apply(input, data)
+-- tr_apply folds one fact (the input table I and the raw data DATA) in;
+-- ctx holds now_ms, now_time, settle_ms, retention and req (the input
+-- itself for apply_one.lua, one table per repository for apply_batch.lua).
+local function tr_apply(input, data, ctx)
   I, DATA = input, data
-  tr_init(ARGV[4], I)
+  tr_init(ARGV[4], ctx)
   ws, repo = I.workspace, I.repo
   SIDS = {}
 

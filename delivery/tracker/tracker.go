@@ -125,13 +125,15 @@ type Result struct {
 	Seqs []string
 }
 
-// scriptCtx is what every tracker script reads besides its own input.
+// scriptCtx is what every tracker script reads besides its own input. The
+// batch apply passes it beside each input, the same string for the facts
+// of one repository (decoded once), and leaves it out of the input.
 type scriptCtx struct {
-	NowMS     int64               `json:"now_ms"`
-	NowTime   string              `json:"now_time"`
-	SettleMS  int64               `json:"settle_ms"`
-	Retention int64               `json:"retention"`
-	Req       map[string][]string `json:"req"`
+	NowMS     int64               `json:"now_ms,omitempty"`
+	NowTime   string              `json:"now_time,omitempty"`
+	SettleMS  int64               `json:"settle_ms,omitempty"`
+	Retention int64               `json:"retention,omitempty"`
+	Req       map[string][]string `json:"req,omitempty"`
 }
 
 // applyInput is ARGV[5] of apply.lua.
