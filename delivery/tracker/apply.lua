@@ -12,7 +12,10 @@
 --              deployment status: its sha), and at most one of
 --              pr / check / review; plus now_ms, now_time, settle_ms,
 --              retention (s) and req (base → required check names)
--- ARGV[6]    = the own event's data, raw JSON ("" for none)
+-- ARGV[6]    = the own event's data, raw JSON ("" for none); or, when the
+--              input has ev_at, the own event itself as the tracker
+--              journals it (event_json's form, built by the caller),
+--              without sessionid, which goes after its first ev_at bytes
 --
 -- Returns {"ok", stream ids appended...}, or {"need", base...} without
 -- having written anything when the required checks of a base the fact
@@ -127,20 +130,30 @@ local function journaled_prs(prs)
 end
 
 -- own_event journals the delivery's own event about subject. linked is
--- the HMGET session, session_ws of PR n when the caller has read it.
-local function own_event(subject, id, n, linked)
+-- the session, session_ws of PR n when the caller has read them. built:
+-- DATA is the event itself, built by the caller (I.ev_at), for the own
+-- event about I.subject (Lua then builds no entry: the sessionid, when
+-- linked, is the only part spliced in).
+local function own_event(subject, id, n, linked, built)
   local session
   if linked then
     if linked[1] and linked[2] == ws then session = linked[1] end
   elseif n and n > 0 then
     session = link(ws, repo, n)
   end
-  emit({
+  local e = {
     id = id, source = I.source, type = I.type, subject = subject,
     time = I.time, workspace = ws, sessionid = session,
     priority = I.priority, coalescekey = I.coalescekey,
     terminal = I.terminal, summary = I.summary, data = DATA,
-  })
+  }
+  if not built then return emit(e) end
+  local ev = DATA
+  if session then
+    ev = table.concat({ string.sub(DATA, 1, I.ev_at), ',"sessionid":', cjson.encode(session),
+      string.sub(DATA, I.ev_at + 1) })
+  end
+  emit(e, ev)
 end
 
 -- trailer_link applies a PR body's Wakegate-Session trailer (p.trailer)
@@ -263,7 +276,7 @@ local function tr_apply(input, data, ctx)
       -- apply_pr writes none of the link's fields: what cur read stands
       local linked
       if cur and I.number == I.pr.number then linked = { cur[5], cur[6] } end
-      own_event(I.subject, I.id ~= '' and I.id or I.guid, I.number, linked)
+      own_event(I.subject, I.id ~= '' and I.id or I.guid, I.number, linked, I.ev_at)
     else
       local base_id = I.id ~= '' and I.id or I.guid
       local prs = journaled_prs(targets)

@@ -137,10 +137,11 @@ local function event_json(e)
   return table.concat(p)
 end
 
--- emit journals e once per (source, id) and remembers a new entry's id.
-local function emit(e)
+-- emit journals e once per (source, id) and remembers a new entry's id;
+-- ev is e's entry when the caller has it already (event_json's form).
+local function emit(e, ev)
   if not e.coalescekey or e.coalescekey == '' then e.coalescekey = e.subject end
-  local sid, added = wg_append(TAG, event_json(e), e.workspace, e.source, e.id)
+  local sid, added = wg_append(TAG, ev or event_json(e), e.workspace, e.source, e.id)
   if added == 1 then
     SIDS[#SIDS + 1] = sid
     if e.terminal then wg_terminal(TAG, e.workspace, e.subject, e.type, e.time, e.summary or '', sid) end
