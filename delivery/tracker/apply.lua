@@ -43,7 +43,8 @@ local function apply_pr(p, cur, h)
   local draft, merged = '0', '0'
   if p.draft then draft = '1' end
   if p.merged then merged = '1' end
-  local fields = { 'ws', ws, 'repo', repo, 'number', int(n),
+  -- repo and number are the key's (hashes written before keep them too)
+  local fields = { 'ws', ws,
     'state', p.state, 'draft', draft, 'merged', merged, 'base', p.base,
     'author', p.author, 'title', p.title, 'labels', p.labels,
     'updated_at', int(math.max(p.updated_ms, stored)) }

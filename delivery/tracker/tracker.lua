@@ -12,12 +12,13 @@
 --   TAG:settle                 zset   "<ws>\n<repo>\n<n>\n<sha>" scored by due ms
 --   TAG:resolved:<guid>        string PR numbers a check delivery was journaled under
 --
--- Tracker hash fields: ws, repo, number, state (open|closed), draft (0|1),
+-- Tracker hash fields: ws, state (open|closed), draft (0|1),
 -- merged (0|1), head, head_seen_at (ms), base, author, title, labels (JSON),
 -- updated_at (ms of the newest snapshot applied), session, session_ws,
 -- session_via ("trailer" while a Wakegate-Session trailer made the link),
 -- ready:<sha> (ms ready was emitted), failed:<sha> (ms checks_failed was
--- emitted).
+-- emitted). Hashes written before 2026-12-05 also hold repo and number,
+-- which the key says: nothing reads them.
 
 local TAG          -- hash tag of the shard
 local NOW_MS       -- the caller's now, ms since the epoch

@@ -845,3 +845,45 @@ func TestSettleOnMiniredis(t *testing.T) {
 	}
 	e.wantCount("github.pull_request.ready", 3)
 }
+
+// TestPreviousHashLayout: a PR tracker hash written before repo and number
+// left it (they are the key's) is still read, folded into and evaluated;
+// a hash written now leaves them out.
+func TestPreviousHashLayout(t *testing.T) {
+	e := newEnv(t, tracker.Config{Settle: time.Hour})
+	const sha = "bbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbb"
+	updated := at(0).UnixMilli()
+	old := prKeyForTest(e, 7)
+	// the previous layout, as apply.lua wrote it
+	if err := e.rdb.HSet(e.ctx, old, "ws", e.ws, "repo", e.repo, "number", "7", "state", "open", "draft", "0",
+		"merged", "0", "base", "main", "author", "octocat", "title", "Old layout", "labels", "[]",
+		"updated_at", updated, "head", sha, "head_seen_at", e.now.UnixMilli()).Err(); err != nil {
+		t.Fatal(err)
+	}
+	st := e.state(7)
+	if !st.Seen || st.Workspace != e.ws || st.Repo != e.repo || st.Number != 7 || st.Head != sha || st.Title != "Old layout" {
+		t.Fatalf("state of the previous layout: %+v", st)
+	}
+	e.apply(e.run(sha, "build", "pass", at(1), 7))
+	if ready := e.wantCount("github.pull_request.ready", 1); ready[0].Subject != event.PRSubject(e.repo, 7) {
+		t.Errorf("ready about %s", ready[0].Subject)
+	}
+	e.apply(e.pr("edited", 7, sha, at(2)))
+	if st := e.state(7); st.Title == "" || len(st.Ready) != 1 || st.Ready[0] != sha || st.Repo != e.repo {
+		t.Errorf("after an edit: %+v", st)
+	}
+
+	e.apply(e.pr("opened", 8, sha, at(3)))
+	fields, err := e.rdb.HKeys(e.ctx, prKeyForTest(e, 8)).Result()
+	if err != nil || len(fields) == 0 {
+		t.Fatalf("HKEYS = %v, %v", fields, err)
+	}
+	for _, f := range fields {
+		if f == "repo" || f == "number" {
+			t.Errorf("a hash written now holds %q (the key's): %v", f, fields)
+		}
+	}
+	if st := e.state(8); !st.Seen || st.Repo != e.repo || st.Number != 8 || st.Workspace != e.ws {
+		t.Errorf("state of the new layout: %+v", st)
+	}
+}
