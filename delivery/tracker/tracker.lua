@@ -152,18 +152,31 @@ end
 -- synth journals a state transition the tracker derived about PR n, whose
 -- tracker hash is h: type github.pull_request.<typ>, id "pr/<n>/<what>",
 -- data {repo, number, head, title, url} plus extra.
+-- The data is built as one table.concat, as event_json builds the entry.
 local function synth(ws, repo, n, h, typ, what, priority, summary, extra)
-  local data = {
-    repo = repo, number = n, head = h.head, title = h.title or '',
-    url = 'https://github.com/' .. repo .. '/pull/' .. int(n),
-  }
-  for k, v in pairs(extra or {}) do data[k] = v end
+  local enc, ns = cjson.encode, int(n)
+  local d = { '{"repo":', enc(repo), ',"number":', ns }
+  if h.head then
+    d[5], d[6] = ',"head":', enc(h.head)
+  end
+  d[#d + 1] = ',"title":'
+  d[#d + 1] = enc(h.title or '')
+  d[#d + 1] = ',"url":'
+  d[#d + 1] = enc('https://github.com/' .. repo .. '/pull/' .. ns)
+  if extra then
+    local x = enc(extra) -- its keys are none of the above
+    if x ~= '{}' then
+      d[#d + 1] = ','
+      d[#d + 1] = string.sub(x, 2, -2)
+    end
+  end
+  d[#d + 1] = '}'
   emit({
-    id = 'pr/' .. int(n) .. '/' .. what, source = gh_source(repo),
+    id = 'pr/' .. ns .. '/' .. what, source = gh_source(repo),
     type = 'github.pull_request.' .. typ, subject = pr_subject(repo, n),
     time = NOW_TIME, workspace = ws, sessionid = linked_session(h, ws),
     priority = priority, summary = summary,
-    data = cjson.encode(data),
+    data = table.concat(d),
   })
 end
 

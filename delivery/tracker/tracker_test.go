@@ -377,6 +377,18 @@ func TestChecksFailed(t *testing.T) {
 		if want := fmt.Sprintf("PR #1 checks failed (lint): Add feature (%s)", e.repo); ev.Summary != want {
 			t.Errorf("summary %q, want %q", ev.Summary, want)
 		}
+		var data struct {
+			Repo   string   `json:"repo"`
+			Number int      `json:"number"`
+			Head   string   `json:"head"`
+			Title  string   `json:"title"`
+			URL    string   `json:"url"`
+			Failed []string `json:"failed"`
+		}
+		if err := json.Unmarshal(ev.Data, &data); err != nil || data.Repo != e.repo || data.Number != 1 || data.Head != shaA ||
+			data.Title != "Add feature" || data.URL != "https://github.com/"+e.repo+"/pull/1" || !reflect.DeepEqual(data.Failed, []string{"lint"}) {
+			t.Errorf("data %s: %+v, %v", ev.Data, data, err)
+		}
 		e.wantCount("github.pull_request.ready", 0)
 		// A new head that fails too is a new checks_failed.
 		e.apply(e.pr("synchronize", 1, shaB, at(20)))
