@@ -16,8 +16,9 @@
 -- merged (0|1), head, head_seen_at (ms), base, author, title, labels (JSON),
 -- updated_at (ms of the newest snapshot applied), session, session_ws,
 -- session_via ("trailer" while a Wakegate-Session trailer made the link),
--- ready:<sha> (ms ready was emitted), failed:<sha> (ms checks_failed was
--- emitted). Hashes written before 2026-12-05 also hold repo and number,
+-- ready:<sha> and failed:<sha> (the journal stream id of the ready or
+-- checks_failed entry of that head; hashes written before 2026-12-05 hold
+-- the ms it was emitted: only the field's presence is read). Hashes written before 2026-12-05 also hold repo and number,
 -- which the key says: nothing reads them.
 
 local TAG          -- hash tag of the shard
@@ -149,11 +150,30 @@ local function emit(e, ev)
   end
 end
 
+-- emit_once journals e without the (source, id) dedup marker wg_append
+-- writes: for the transitions the tracker's own state makes once-only
+-- (ready:<sha>, failed:<sha>, written by the same script call), the marker
+-- was a second write guarding the same thing (docs/design.md §3). It is
+-- wg_append's append and notification without the marker (keep the two
+-- alike). Returns the new entry's stream id.
+local function emit_once(e)
+  if not e.coalescekey or e.coalescekey == '' then e.coalescekey = e.subject end
+  local sid = redis.call('XADD', TAG .. ':journal', 'MAXLEN', '~', wg_maxlen, '*', 'e', event_json(e), 'w', e.workspace)
+  local pk = e.workspace .. '\0' .. TAG
+  if not wg_published[pk] then
+    wg_published[pk] = true
+    redis.call('PUBLISH', wg_notify .. e.workspace, TAG)
+  end
+  SIDS[#SIDS + 1] = sid
+  return sid
+end
+
 -- synth journals a state transition the tracker derived about PR n, whose
 -- tracker hash is h: type github.pull_request.<typ>, id "pr/<n>/<what>",
--- data {repo, number, head, title, url} plus extra.
+-- data {repo, number, head, title, url} plus extra. once: the caller's
+-- state makes it once-only (emit_once; its stream id is returned).
 -- The data is built as one table.concat, as event_json builds the entry.
-local function synth(ws, repo, n, h, typ, what, priority, summary, extra)
+local function synth(ws, repo, n, h, typ, what, priority, summary, extra, once)
   local enc, ns = cjson.encode, int(n)
   local d = { '{"repo":', enc(repo), ',"number":', ns }
   if h.head then
@@ -171,13 +191,15 @@ local function synth(ws, repo, n, h, typ, what, priority, summary, extra)
     end
   end
   d[#d + 1] = '}'
-  emit({
+  local e = {
     id = 'pr/' .. ns .. '/' .. what, source = gh_source(repo),
     type = 'github.pull_request.' .. typ, subject = pr_subject(repo, n),
     time = NOW_TIME, workspace = ws, sessionid = linked_session(h, ws),
     priority = priority, summary = summary,
     data = table.concat(d),
-  })
+  }
+  if once then return emit_once(e) end
+  emit(e)
 end
 
 -- results reads the latest result per check name at sha.
@@ -248,7 +270,6 @@ local function evaluate(ws, repo, n, only_sha, h)
   table.sort(failed)
   local title = string.gsub(h.title or '', '[\r\n]+', ' ')
   if #failed > 0 and not h['failed:' .. head] then
-    redis.call('HSET', pk, 'failed:' .. head, int(NOW_MS))
     local priority = 'attention'
     if h['ready:' .. head] then priority = 'critical' end
     -- name the failing checks a person knows (runs, statuses), not suite ids
@@ -258,13 +279,14 @@ local function evaluate(ws, repo, n, only_sha, h)
     end
     local what = 'a check suite'
     if #named > 0 then what = table.concat(named, ', ') end
-    synth(ws, repo, n, h, 'checks_failed', 'checks_failed/' .. head, priority,
+    local sid = synth(ws, repo, n, h, 'checks_failed', 'checks_failed/' .. head, priority,
       'PR #' .. int(n) .. ' checks failed (' .. what .. '): ' .. title .. ' (' .. repo .. ')',
-      { failed = failed })
+      { failed = failed }, true)
+    redis.call('HSET', pk, 'failed:' .. head, sid)
   end
   if h['ready:' .. head] or h.draft == '1' or changes_requested(repo, n) then return end
   if not checks_pass(ws, repo, n, h, res, #failed > 0) then return end
-  redis.call('HSET', pk, 'ready:' .. head, int(NOW_MS))
-  synth(ws, repo, n, h, 'ready', 'ready/' .. head, 'attention',
-    'PR #' .. int(n) .. ' ready: ' .. title .. ' (' .. repo .. ')')
+  local sid = synth(ws, repo, n, h, 'ready', 'ready/' .. head, 'attention',
+    'PR #' .. int(n) .. ' ready: ' .. title .. ' (' .. repo .. ')', nil, true)
+  redis.call('HSET', pk, 'ready:' .. head, sid)
 end

@@ -899,3 +899,58 @@ func TestPreviousHashLayout(t *testing.T) {
 		t.Errorf("state of the new layout: %+v", st)
 	}
 }
+
+// TestReadyWithoutMarker: ready and checks_failed are made once per head
+// by the PR's ready:<sha> and failed:<sha> fields, which hold their entry's
+// stream id; they write no (source, id) dedup marker, and applying again
+// (a redelivery, a re-derivation after a crash) appends nothing.
+func TestReadyWithoutMarker(t *testing.T) {
+	e := newEnv(t, tracker.Config{})
+	shard := e.j.Shard("github:" + e.repo)
+	opened := e.pr("opened", 1, shaA, at(0))
+	e.applyGUID("g-open", opened)
+	failing := e.run(shaA, "lint", github.ResultFail, at(5), 1)
+	e.applyGUID("g-fail", failing)
+	passing := e.run(shaA, "lint", github.ResultPass, at(10), 1)
+	e.applyGUID("g-pass", passing)
+	for _, typ := range []string{"github.pull_request.checks_failed", "github.pull_request.ready"} {
+		ev := e.wantCount(typ, 1)[0]
+		if n, err := e.rdb.Exists(e.ctx, e.j.DedupKey(shard, ev.Source, ev.ID)).Result(); err != nil || n != 0 {
+			t.Errorf("%s: dedup marker %d, %v; want none", typ, n, err)
+		}
+		field := "ready:" + shaA
+		if typ == "github.pull_request.checks_failed" {
+			field = "failed:" + shaA
+		}
+		sid, err := e.rdb.HGet(e.ctx, prKeyForTest(e, 1), field).Result()
+		if err != nil || journal.FormatSeq(shard, sid) != ev.Seq {
+			t.Errorf("%s = %q, %v; want the entry's id (seq %s)", field, sid, err, ev.Seq)
+		}
+	}
+	// found by (source, id) through the tracker instead
+	for _, ev := range e.events() {
+		seq, err := e.tr.Synthesized(e.ctx, ev.Source, ev.ID)
+		want := ""
+		if ev.Type == "github.pull_request.ready" || ev.Type == "github.pull_request.checks_failed" {
+			want = ev.Seq
+		}
+		if err != nil || seq != want {
+			t.Errorf("Synthesized(%s, %s) = %q, %v; want %q", ev.Source, ev.ID, seq, err, want)
+		}
+	}
+	if seq, err := e.tr.Synthesized(e.ctx, event.GitHubSource(e.repo), "pr/1/ready/"+shaB); seq != "" || err != nil {
+		t.Errorf("another head: %q, %v", seq, err)
+	}
+	// the own events keep theirs
+	own := e.wantCount("github.pull_request.opened", 1)[0]
+	if n := e.rdb.Exists(e.ctx, e.j.DedupKey(shard, own.Source, own.ID)).Val(); n != 1 {
+		t.Errorf("the opened event's marker: %d", n)
+	}
+	before := len(e.events())
+	e.applyGUID("g-open", opened)
+	e.applyGUID("g-fail", failing)
+	e.applyGUID("g-pass", passing)
+	if n, err := e.tr.SettleDue(e.ctx, time.Now().Add(time.Hour)); err != nil || len(e.events()) != before {
+		t.Errorf("applied again, settled (%d, %v): %d events, want %d", n, err, len(e.events()), before)
+	}
+}
