@@ -122,7 +122,9 @@ func (s *Store) CommitV2Markers(ctx context.Context, d *Delivery) (Outcome, erro
 
 // LegacyMarkers reports whether a commit into shard now looks for the
 // body markers of before.
-func (s *Store) LegacyMarkers(shard int, now time.Time) bool { return s.legacyMarkers(shard, now.UnixMilli()) }
+func (s *Store) LegacyMarkers(shard int, now time.Time) bool {
+	return s.legacyMarkers(shard, now.UnixMilli())
+}
 
 // LegacyMarkerSlack is legacyMarkerSlack.
 const LegacyMarkerSlack = legacyMarkerSlack
