@@ -23,15 +23,18 @@
 -- guid, {2, "", epoch} duplicate body, {3, i, epoch} object i was given as
 -- "" but is not stored (nothing written but TTL refreshes and the epoch:
 -- call again with its value). epoch is the marker epoch: when this shard's
--- first stored-form marker was written (unix ms), "0" if the shard had no
--- ingest stream then (no marker of before to honour); the caller stops
+-- first stored-form marker was written (unix ms), "0" if the shard's ingest
+-- stream had no record then (no marker of before to honour); the caller stops
 -- reading the markers of before a retention after it.
 
 local ttl = tonumber(ARGV[1])
 local epoch = redis.call('GET', KEYS[7])
 if not epoch then
-  -- an ingest stream means commits of before, whose markers may be there
-  epoch = redis.call('EXISTS', KEYS[4]) == 1 and ARGV[11] or '0'
+  -- ingest records in the stream mean commits of before within the
+  -- retention, whose markers may be there (an empty stream, or one a
+  -- worker's consumer group made, has none: the trim drops records with
+  -- their markers' age)
+  epoch = redis.call('XLEN', KEYS[4]) > 0 and ARGV[11] or '0'
   redis.call('SET', KEYS[7], epoch)
 end
 if ARGV[3] ~= '1' then

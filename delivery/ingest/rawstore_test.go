@@ -293,13 +293,17 @@ func TestRawDedupAcrossMarkers(t *testing.T) {
 }
 
 // TestRawMarkerEpochFresh: a shard whose first commit finds no ingest
-// stream (a new deployment) has no markers of before to look for.
+// record (a new deployment, whose workers have made the streams' consumer
+// groups) has no markers of before to look for.
 func TestRawMarkerEpochFresh(t *testing.T) {
 	backends(t, func(t *testing.T, rdb redis.UniversalClient, j *journal.Journal) {
 		ctx := context.Background()
 		s := ingest.New(rdb, j)
 		d := ingest.Delivery{GUID: "g1", Event: "pull_request", Hook: "42", ContentType: "application/json",
 			Repo: "Codertocat/Hello-World", Workspace: "default", Body: fixture(t), Received: time.Unix(1700000000, 0)}
+		if err := rdb.XGroupCreateMkStream(ctx, s.StreamKey(s.ShardOf(d.Repo)), "derive", "0").Err(); err != nil {
+			t.Fatal(err)
+		}
 		if got, err := s.CommitDelivery(ctx, &d); err != nil || got != ingest.Committed {
 			t.Fatalf("first: %v %v", got, err)
 		}
