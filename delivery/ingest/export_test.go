@@ -128,3 +128,15 @@ func (s *Store) LegacyMarkers(shard int, now time.Time) bool {
 
 // LegacyMarkerSlack is legacyMarkerSlack.
 const LegacyMarkerSlack = legacyMarkerSlack
+
+// AgeKnown makes the object TTLs this process gave look d older.
+func (s *Store) AgeKnown(d time.Duration) {
+	s.known.mu.Lock()
+	for k, t := range s.known.m {
+		s.known.m[k] = t - d
+	}
+	s.known.mu.Unlock()
+}
+
+// ObjectRefresh is objectRefresh.
+const ObjectRefresh = objectRefresh

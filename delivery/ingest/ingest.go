@@ -142,17 +142,25 @@ func (s *Store) CommitDelivery(ctx context.Context, d *Delivery) (Outcome, error
 	if d.Replay {
 		replay = "1"
 	}
-	const nargs = 11
+	const nargs = 12
 	args := make([]any, nargs, nargs+len(objs))
 	args[0], args[1], args[2], args[3], args[4] = int64(cfg.Retention/time.Second), rec, replay, d.GUID, d.Hook
-	args[5], args[6], args[7], args[8], args[9], args[10] = derive, maxLen(cfg), fact, d.Workspace, len(objs), now
-	for _, o := range objs {
+	args[5], args[6], args[7], args[8], args[9] = derive, maxLen(cfg), fact, d.Workspace, len(objs)
+	args[10], args[11] = now, int64((cfg.Retention+objectSlack)/time.Second)
+	at := sinceEpoch()
+	refreshed := make([]bool, len(objs)) // this commit gives object i its TTL
+	for i, o := range objs {
 		k := objKey(tag, o.hex())
 		keys = append(keys, k)
-		if s.known.has(k) {
-			args = append(args, "")
-		} else {
+		switch t, ok := s.known.refreshed(k); {
+		case ok && at-t < objectRefresh:
+			args = append(args, "") // refreshed lately: only checked
+		case ok:
+			args = append(args, "+")
+			refreshed[i] = true
+		default:
 			args = append(args, encodeObject(o.data))
+			refreshed[i] = true
 		}
 	}
 	for attempt := 0; ; attempt++ {
@@ -167,9 +175,10 @@ func (s *Store) CommitDelivery(ctx context.Context, d *Delivery) (Outcome, error
 		if code == 3 && attempt == 0 {
 			// an object believed stored has expired (or Redis lost it): send them all
 			for i, o := range objs {
-				if args[nargs+i] == "" {
+				if a, _ := args[nargs+i].(string); a == "" || a == "+" {
 					s.known.forget(keys[7+i])
 					args[nargs+i] = encodeObject(o.data)
+					refreshed[i] = true
 				}
 			}
 			continue
@@ -178,11 +187,26 @@ func (s *Store) CommitDelivery(ctx context.Context, d *Delivery) (Outcome, error
 			return 0, fmt.Errorf("commit delivery %s: shared object %v not stored", d.GUID, res[1])
 		}
 		if code == int64(Committed) {
-			s.known.add(keys[7:]...)
+			for i := range objs {
+				if refreshed[i] {
+					s.known.add(at, keys[7+i])
+				}
+			}
 		}
 		return Outcome(code), nil
 	}
 }
+
+// A shared object's TTL is the retention and objectSlack, and a process
+// that gave it that TTL checks only that it is there for objectRefresh
+// after (one EXISTS for all of a record's objects instead of an EXPIRE
+// each, none of them a write for the AOF): a record committed then
+// expires a retention after, while the object has at least objectSlack −
+// objectRefresh more (docs/design.md §14).
+const (
+	objectSlack   = 24 * time.Hour
+	objectRefresh = 12 * time.Hour
+)
 
 // legacyMarkers reports whether body markers written before the
 // stored-form marker may still be in shard at now (unix ms): until this

@@ -319,3 +319,60 @@ func TestRawMarkerEpochFresh(t *testing.T) {
 		}
 	})
 }
+
+// TestRawObjectRefresh: a shared object is stored for the retention and a
+// day; a process that gave it that TTL lately only checks it is there,
+// and refreshes it again once it is due, so an object always outlives the
+// records committed.
+func TestRawObjectRefresh(t *testing.T) {
+	backends(t, func(t *testing.T, rdb redis.UniversalClient, j *journal.Journal) {
+		ctx := context.Background()
+		s := ingest.New(rdb, j)
+		body := fixture(t)
+		d := ingest.Delivery{GUID: "g1", Event: "pull_request", Hook: "42", ContentType: "application/json",
+			Repo: "Codertocat/Hello-World", Workspace: "default", Body: body, Received: time.Unix(1700000000, 0)}
+		if got, err := s.CommitDelivery(ctx, &d); err != nil || got != ingest.Committed {
+			t.Fatalf("first: %v %v", got, err)
+		}
+		retention := j.Config().Retention
+		keys := s.ObjectKeys(s.ShardOf(d.Repo), body)
+		for _, k := range keys {
+			if ttl, err := rdb.TTL(ctx, k).Result(); err != nil || ttl < retention+ingest.ObjectRefresh {
+				t.Fatalf("object %s TTL %v (%v), want the retention and more than %v", k, ttl, err, ingest.ObjectRefresh)
+			}
+			if err := rdb.Expire(ctx, k, time.Hour).Err(); err != nil {
+				t.Fatal(err)
+			}
+		}
+		// refreshed lately: checked only
+		d2 := withBody(withGUID(d, "g2"), append([]byte(" "), body...))
+		if got, err := s.CommitDelivery(ctx, &d2); err != nil || got != ingest.Committed {
+			t.Fatalf("second: %v %v", got, err)
+		}
+		if ttl, err := rdb.TTL(ctx, keys[0]).Result(); err != nil || ttl > time.Hour {
+			t.Fatalf("object TTL %v (%v) after a commit within %v of its refresh, want it left as it was", ttl, err, ingest.ObjectRefresh)
+		}
+		// due: refreshed
+		s.AgeKnown(ingest.ObjectRefresh + time.Minute)
+		d3 := withBody(withGUID(d, "g3"), append([]byte("  "), body...))
+		if got, err := s.CommitDelivery(ctx, &d3); err != nil || got != ingest.Committed {
+			t.Fatalf("third: %v %v", got, err)
+		}
+		for _, k := range keys {
+			if ttl, err := rdb.TTL(ctx, k).Result(); err != nil || ttl < retention+ingest.ObjectRefresh {
+				t.Fatalf("object %s TTL %v (%v) after a commit past its refresh, want it refreshed", k, ttl, err)
+			}
+		}
+		// refreshed lately again: a missing one is still noticed and stored
+		if err := rdb.Del(ctx, keys[len(keys)-1]).Err(); err != nil {
+			t.Fatal(err)
+		}
+		d4 := withBody(withGUID(d, "g4"), append([]byte("   "), body...))
+		if got, err := s.CommitDelivery(ctx, &d4); err != nil || got != ingest.Committed {
+			t.Fatalf("fourth: %v %v", got, err)
+		}
+		if got, err := ingest.New(rdb, j).Stored(ctx, "g4", "42"); err != nil || !bytes.Equal(got.Body, d4.Body) {
+			t.Fatalf("g4 back: %v", err)
+		}
+	})
+}
