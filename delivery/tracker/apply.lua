@@ -12,7 +12,10 @@
 --              deployment status: its sha), and at most one of
 --              pr / check / review; plus now_ms, now_time, settle_ms,
 --              retention (s) and req (base → required check names)
--- ARGV[6]    = the own event's data, raw JSON ("" for none)
+-- ARGV[6]    = the own event's data, raw JSON ("" for none); or, when the
+--              input has ev_at, the own event itself as the tracker
+--              journals it (event_json's form, built by the caller),
+--              without sessionid, which goes after its first ev_at bytes
 --
 -- Returns {"ok", stream ids appended...}, or {"need", base...} without
 -- having written anything when the required checks of a base the fact
@@ -28,8 +31,10 @@ local I, DATA, ws, repo -- the fact being applied (set by tr_apply)
 -- PR, so the newest by updated_at wins: an older snapshot delivered late
 -- (a draft toggle, a push) changes nothing but the sha index.
 --
--- cur is HMGET pk base, state, updated_at, head (read once by tr_apply).
-local function apply_pr(p, cur)
+-- cur is the stored base, state, updated_at, head, session, session_ws
+-- and h the PR's whole tracker hash (both read once by tr_apply); h gets
+-- what this writes, so the evaluation after it need not read it again.
+local function apply_pr(p, cur, h)
   local n = p.number
   local pk = k_pr(repo, n)
   if p.head ~= '' then index(repo, p.head, n) end
@@ -38,7 +43,8 @@ local function apply_pr(p, cur)
   local draft, merged = '0', '0'
   if p.draft then draft = '1' end
   if p.merged then merged = '1' end
-  local fields = { 'ws', ws, 'repo', repo, 'number', int(n),
+  -- repo and number are the key's (hashes written before keep them too)
+  local fields = { 'ws', ws,
     'state', p.state, 'draft', draft, 'merged', merged, 'base', p.base,
     'author', p.author, 'title', p.title, 'labels', p.labels,
     'updated_at', int(math.max(p.updated_ms, stored)) }
@@ -50,6 +56,7 @@ local function apply_pr(p, cur)
     fields[#fields + 1] = int(NOW_MS)
   end
   redis.call('HSET', pk, unpack(fields))
+  for i = 1, #fields, 2 do h[fields[i]] = fields[i + 1] end
   if p.state == 'open' then
     -- Only a closed PR's keys, and a link claimed before the PR's first
     -- snapshot (claim.lua), carry a TTL: a PR stored open has none.
@@ -124,29 +131,40 @@ local function journaled_prs(prs)
 end
 
 -- own_event journals the delivery's own event about subject. linked is
--- the HMGET session, session_ws of PR n when the caller has read it.
-local function own_event(subject, id, n, linked)
+-- the session, session_ws of PR n when the caller has read them. built:
+-- DATA is the event itself, built by the caller (I.ev_at), for the own
+-- event about I.subject (Lua then builds no entry: the sessionid, when
+-- linked, is the only part spliced in).
+local function own_event(subject, id, n, linked, built)
   local session
   if linked then
     if linked[1] and linked[2] == ws then session = linked[1] end
   elseif n and n > 0 then
     session = link(ws, repo, n)
   end
-  emit({
+  local e = {
     id = id, source = I.source, type = I.type, subject = subject,
     time = I.time, workspace = ws, sessionid = session,
     priority = I.priority, coalescekey = I.coalescekey,
     terminal = I.terminal, summary = I.summary, data = DATA,
-  })
+  }
+  if not built then return emit(e) end
+  local ev = DATA
+  if session then
+    ev = table.concat({ string.sub(DATA, 1, I.ev_at), ',"sessionid":', cjson.encode(session),
+      string.sub(DATA, I.ev_at + 1) })
+  end
+  emit(e, ev)
 end
 
 -- trailer_link applies a PR body's Wakegate-Session trailer (p.trailer)
--- after apply_pr: while nothing links the PR (cur[5], read before), it
+-- after apply_pr (h is the PR's tracker hash as apply_pr left it): while
+-- nothing links the PR (cur[5], read before), it
 -- links it to that session of ws, marked session_via=trailer so that the
 -- session's own claim (claim.lua) replaces it. A session the registry
 -- does not know links nothing: wakegate.link_refused says so, once per
 -- (PR, session). Returns the session linked now, or nil.
-local function trailer_link(p, cur)
+local function trailer_link(p, cur, h)
   if not p.trailer or p.trailer == '' or cur[5] then return nil end
   local n = p.number
   if not p.trailer_known then
@@ -163,6 +181,7 @@ local function trailer_link(p, cur)
   end
   redis.call('HSET', k_pr(repo, n), 'session', p.trailer, 'session_ws', ws, 'session_via', 'trailer')
   cur[5], cur[6] = p.trailer, ws
+  h.session, h.session_ws, h.session_via = p.trailer, ws, 'trailer'
   return p.trailer
 end
 
@@ -202,32 +221,37 @@ local function deploy_event(id)
   })
 end
 
--- tr_apply folds one fact (the input table I and the raw data DATA) in.
-local function tr_apply(input, data)
+-- tr_apply folds one fact (the input table I and the raw data DATA) in;
+-- ctx holds now_ms, now_time, settle_ms, retention and req (the input
+-- itself for apply_one.lua, one table per repository for apply_batch.lua).
+local function tr_apply(input, data, ctx)
   I, DATA = input, data
-  tr_init(ARGV[4], I)
+  tr_init(ARGV[4], ctx)
   ws, repo = I.workspace, I.repo
   SIDS = {}
 
   -- 1. Which PRs the fact reaches; stop before any write if a base's
   --    required checks are unknown.
+  -- Each target's tracker hash is read here, once: the fold below keeps
+  -- the PR's (hs[1]) up to date as it writes it, and the evaluation at the
+  -- end reads these (a review or a check does not write a PR's hash).
   local targets = {}
   local cur -- a pull_request fact: its PR's stored base, state, updated_at, head, session, session_ws
   if I.pr then
     targets = { I.pr.number }
-    cur = redis.call('HMGET', k_pr(repo, I.pr.number), 'base', 'state', 'updated_at', 'head', 'session', 'session_ws')
   elseif I.review then
     targets = { I.review.number }
   elseif I.check then
     targets = check_prs(I.check)
   end
-  local bases = {}
-  if cur then
-    bases[#bases + 1] = cur[1] or nil
-  else
-    for _, n in ipairs(targets) do
-      bases[#bases + 1] = redis.call('HGET', k_pr(repo, n), 'base') or nil
-    end
+  local hs, bases = {}, {}
+  for i, n in ipairs(targets) do
+    hs[i] = hash(k_pr(repo, n))
+    bases[#bases + 1] = hs[i].base
+  end
+  if I.pr then
+    local h = hs[1]
+    cur = { h.base, h.state, h.updated_at, h.head, h.session, h.session_ws }
   end
   if I.pr then bases[#bases + 1] = I.pr.base end
   local missing = missing_required(bases)
@@ -239,8 +263,8 @@ local function tr_apply(input, data)
   -- 2. Fold the fact into the tracker.
   local trailed
   if I.pr then
-    apply_pr(I.pr, cur)
-    trailed = trailer_link(I.pr, cur)
+    apply_pr(I.pr, cur, hs[1])
+    trailed = trailer_link(I.pr, cur, hs[1])
   end
   if I.review then apply_review(I.review) end
   if I.check then apply_check(I.check) end
@@ -253,7 +277,7 @@ local function tr_apply(input, data)
       -- apply_pr writes none of the link's fields: what cur read stands
       local linked
       if cur and I.number == I.pr.number then linked = { cur[5], cur[6] } end
-      own_event(I.subject, I.id ~= '' and I.id or I.guid, I.number, linked)
+      own_event(I.subject, I.id ~= '' and I.id or I.guid, I.number, linked, I.ev_at)
     else
       local base_id = I.id ~= '' and I.id or I.guid
       local prs = journaled_prs(targets)
@@ -269,7 +293,7 @@ local function tr_apply(input, data)
   -- A trailer link the own event does not announce (an edit): the
   -- author's chain hears of the PR once, as after a late claim.
   if trailed and I.pr.action ~= 'opened' then
-    local h = hash(k_pr(repo, I.pr.number))
+    local h = hs[1]
     local title = string.gsub(h.title or '', '[\r\n]+', ' ')
     synth(ws, repo, I.pr.number, h, 'linked', 'linked/' .. trailed, 'attention',
       'PR #' .. int(I.pr.number) .. ' linked to session ' .. trailed .. ': ' .. title .. ' (' .. repo .. ')',
@@ -277,7 +301,7 @@ local function tr_apply(input, data)
   end
 
   -- 4. What the new state makes true.
-  for _, n in ipairs(targets) do evaluate(ws, repo, n) end
+  for i, n in ipairs(targets) do evaluate(ws, repo, n, nil, hs[i]) end
 
   table.insert(SIDS, 1, 'ok')
   return SIDS

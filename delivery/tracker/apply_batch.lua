@@ -9,8 +9,12 @@
 -- ARGV[1..3] = journal.AppendArgs()
 -- ARGV[4]    = tag
 -- ARGV[5]    = n, the number of facts
--- ARGV[4+2i], ARGV[5+2i] = input JSON and data of fact i (1 ≤ i ≤ n), as
---              ARGV[5] and ARGV[6] of apply_one.lua
+-- ARGV[3+3i] = the context of fact i (1 ≤ i ≤ n): now_ms, now_time,
+--              settle_ms, retention, req, as in apply_one.lua's input;
+--              decoded once for a run of facts passing the same one (the
+--              facts of one repository)
+-- ARGV[4+3i], ARGV[5+3i] = input JSON (without the context) and data of
+--              fact i, as ARGV[5] and ARGV[6] of apply_one.lua
 --
 -- Returns one reply per fact folded in, in order, as apply_one.lua's. It
 -- stops after the first {"need", base...}: that fact wrote nothing and the
@@ -19,8 +23,13 @@
 
 wg_config(ARGV[1], ARGV[2], ARGV[3])
 local out = {}
+local ctx_json, ctx -- the last context decoded
 for i = 1, tonumber(ARGV[5]) do
-  local r = tr_apply(cjson.decode(ARGV[4 + 2 * i]), ARGV[5 + 2 * i])
+  if ARGV[3 + 3 * i] ~= ctx_json then
+    ctx_json = ARGV[3 + 3 * i]
+    ctx = cjson.decode(ctx_json)
+  end
+  local r = tr_apply(cjson.decode(ARGV[4 + 3 * i]), ARGV[5 + 3 * i], ctx)
   out[i] = r
   if r[1] == 'need' then break end
 end

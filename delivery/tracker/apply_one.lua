@@ -12,4 +12,5 @@
 -- Preceded by delivery/journal/journal.lua, tracker.lua and apply.lua.
 
 wg_config(ARGV[1], ARGV[2], ARGV[3])
-return tr_apply(cjson.decode(ARGV[5]), ARGV[6])
+local input = cjson.decode(ARGV[5])
+return tr_apply(input, ARGV[6], input)

@@ -104,20 +104,28 @@ func (t *Tracker) runBatch(ctx context.Context, shard int, facts []batchFact, er
 	for len(facts) > 0 {
 		chunk := facts[:min(len(facts), maxBatch)]
 		argv := append(t.j.AppendArgs(), t.j.Tag(shard), len(chunk))
-		reqs := map[string]map[string][]string{} // per repository, once per call
+		ctxs := map[string]string{} // the context per repository, once per call
 		for _, f := range chunk {
-			req, ok := reqs[f.repo]
+			sc, ok := ctxs[f.repo]
 			if !ok {
-				req = t.required(f.repo)
-				reqs[f.repo] = req
+				c := f.in.scriptCtx
+				c.Req = t.required(f.repo)
+				b, err := json.Marshal(c)
+				if err != nil { // cannot happen: strings, numbers and slices
+					failBatch(errs, facts, fmt.Errorf("encode input: %w", err))
+					return
+				}
+				sc = string(b)
+				ctxs[f.repo] = sc
 			}
-			f.in.Req = req
-			b, err := json.Marshal(f.in)
+			in := *f.in
+			in.scriptCtx = scriptCtx{} // passed beside it
+			b, err := json.Marshal(&in)
 			if err != nil { // cannot happen: strings, numbers and slices
 				failBatch(errs, facts, fmt.Errorf("encode input: %w", err))
 				return
 			}
-			argv = append(argv, string(b), f.data)
+			argv = append(argv, sc, string(b), f.data)
 		}
 		res, err := batchScript.Run(ctx, t.rdb, []string{t.j.StreamKey(shard)}, argv...).Slice()
 		if err != nil {

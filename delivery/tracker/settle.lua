@@ -13,7 +13,8 @@
 -- ARGV[5]    = n, the number of members
 -- ARGV[4+2i] = member i of "<tag>:settle": "<ws>\n<repo>\n<number>\n<sha>"
 -- ARGV[5+2i] = its context JSON: now_ms, now_time, settle_ms, retention
---              (s), req (base → required check names of the member's repo)
+--              (s), req (base → required check names of the member's repo);
+--              decoded once for a run of members passing the same one
 --
 -- Returns one reply per member, in order: {"ok", stream ids appended...}
 -- when it claimed the member, {"gone"} when another settler did or it is
@@ -50,8 +51,13 @@ local function settle(member, c)
 end
 
 local out = {}
+local ctx_json, ctx -- the last context decoded (members of one repository share it)
 for i = 1, tonumber(ARGV[5]) do
-  local r = settle(ARGV[4 + 2 * i], cjson.decode(ARGV[5 + 2 * i]))
+  if ARGV[5 + 2 * i] ~= ctx_json then
+    ctx_json = ARGV[5 + 2 * i]
+    ctx = cjson.decode(ctx_json)
+  end
+  local r = settle(ARGV[4 + 2 * i], ctx)
   out[i] = r
   if r[1] == 'need' then break end
 end

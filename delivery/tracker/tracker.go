@@ -16,6 +16,7 @@
 package tracker
 
 import (
+	"bytes"
 	"context"
 	_ "embed"
 	"encoding/json"
@@ -125,36 +126,41 @@ type Result struct {
 	Seqs []string
 }
 
-// scriptCtx is what every tracker script reads besides its own input.
+// scriptCtx is what every tracker script reads besides its own input. The
+// batch apply passes it beside each input, the same string for the facts
+// of one repository (decoded once), and leaves it out of the input.
 type scriptCtx struct {
-	NowMS     int64               `json:"now_ms"`
-	NowTime   string              `json:"now_time"`
-	SettleMS  int64               `json:"settle_ms"`
-	Retention int64               `json:"retention"`
-	Req       map[string][]string `json:"req"`
+	NowMS     int64               `json:"now_ms,omitempty"`
+	NowTime   string              `json:"now_time,omitempty"`
+	SettleMS  int64               `json:"settle_ms,omitempty"`
+	Retention int64               `json:"retention,omitempty"`
+	Req       map[string][]string `json:"req,omitempty"`
 }
 
 // applyInput is ARGV[5] of apply.lua.
 type applyInput struct {
 	scriptCtx
-	Workspace   string       `json:"workspace"`
-	Repo        string       `json:"repo"`
-	GUID        string       `json:"guid"`
-	Source      string       `json:"source"`
-	Type        string       `json:"type"`
-	Subject     string       `json:"subject"`
-	ID          string       `json:"id"`
-	Time        string       `json:"time"`
-	Priority    string       `json:"priority"`
-	CoalesceKey string       `json:"coalescekey"`
-	Terminal    bool         `json:"terminal"`
-	Summary     string       `json:"summary"`
-	Number      int          `json:"number"`
-	ShaSubject  string       `json:"sha_subject"`
-	DeploySHA   string       `json:"deploy_sha,omitempty"` // a deployment status: the sha deployed
-	PR          *prInput     `json:"pr,omitempty"`
-	Check       *checkInput  `json:"check,omitempty"`
-	Review      *reviewInput `json:"review,omitempty"`
+	Workspace   string `json:"workspace"`
+	Repo        string `json:"repo"`
+	GUID        string `json:"guid"`
+	Source      string `json:"source"`
+	Type        string `json:"type"`
+	Subject     string `json:"subject"`
+	ID          string `json:"id"`
+	Time        string `json:"time,omitempty"`
+	Priority    string `json:"priority,omitempty"`
+	CoalesceKey string `json:"coalescekey,omitempty"`
+	Terminal    bool   `json:"terminal,omitempty"`
+	Summary     string `json:"summary,omitempty"`
+	// EvAt > 0: the script's data argument is the own event itself, built
+	// here (ownEvent), and its sessionid goes after its first EvAt bytes.
+	EvAt       int          `json:"ev_at,omitempty"`
+	Number     int          `json:"number"`
+	ShaSubject string       `json:"sha_subject"`
+	DeploySHA  string       `json:"deploy_sha,omitempty"` // a deployment status: the sha deployed
+	PR         *prInput     `json:"pr,omitempty"`
+	Check      *checkInput  `json:"check,omitempty"`
+	Review     *reviewInput `json:"review,omitempty"`
 }
 
 type prInput struct {
@@ -348,7 +354,87 @@ func (t *Tracker) applyInput(ctx context.Context, workspace, guid string, f *git
 		}
 		in.Review = &reviewInput{Number: r.Number, Reviewer: r.Reviewer, State: r.State, AtMS: millis(r.At)}
 	}
-	return in, string(f.Data), nil
+	data := string(f.Data)
+	if in.Type != "" && in.DeploySHA == "" && (in.Subject != "" || in.Check == nil) {
+		// apply.lua's own event about the fact's subject: built here
+		data = in.ownEvent(data)
+	}
+	return in, data, nil
+}
+
+// ownEvent builds the delivery's own event about in.Subject as
+// tracker.lua's event_json would (the compact form, docs/design.md §14),
+// without its sessionid: the script knows the PR's link and splices it in
+// after the first in.EvAt bytes. Lua builds every string it makes in
+// full, hashing each byte; here it costs the worker far less than it cost
+// Redis. The fields only the entry needed leave the input (the script
+// keeps time and summary of a terminal event for its terminal record).
+func (in *applyInput) ownEvent(data string) string {
+	id := in.ID
+	if id == "" {
+		id = in.GUID
+	}
+	b := make([]byte, 0, 256+len(in.Summary)+len(data))
+	b = append(b, `{"id":`...)
+	b = appendJSONString(b, id)
+	b = append(b, `,"source":`...)
+	b = appendJSONString(b, in.Source)
+	b = append(b, `,"type":`...)
+	b = appendJSONString(b, in.Type)
+	b = append(b, `,"subject":`...)
+	b = appendJSONString(b, in.Subject)
+	b = append(b, `,"time":`...)
+	b = appendJSONString(b, in.Time)
+	in.EvAt = len(b)
+	if in.Priority != "" {
+		b = append(b, `,"priority":`...)
+		b = appendJSONString(b, in.Priority)
+	}
+	if in.CoalesceKey != "" && in.CoalesceKey != in.Subject {
+		b = append(b, `,"coalescekey":`...)
+		b = appendJSONString(b, in.CoalesceKey)
+	}
+	if in.Terminal {
+		b = append(b, `,"terminal":true`...)
+	}
+	if in.Summary != "" {
+		b = append(b, `,"summary":`...)
+		b = appendJSONString(b, in.Summary)
+	}
+	if data != "" {
+		b = append(b, `,"data":`...)
+		b = append(b, data...)
+	}
+	b = append(b, '}')
+	in.Priority, in.CoalesceKey = "", ""
+	if !in.Terminal {
+		in.Time, in.Summary = "", ""
+	}
+	return string(b)
+}
+
+// appendJSONString appends s as a JSON string: as it is between quotes
+// when it has no control character, quote or backslash (as cjson writes
+// it, bar cjson's escaped '/'), else as encoding/json writes it (without
+// the HTML escapes).
+func appendJSONString(b []byte, s string) []byte {
+	plain := true
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; c < 0x20 || c == '"' || c == '\\' {
+			plain = false
+			break
+		}
+	}
+	if plain {
+		b = append(b, '"')
+		b = append(b, s...)
+		return append(b, '"')
+	}
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false)
+	_ = enc.Encode(s) // a string always encodes
+	return append(b, bytes.TrimSuffix(buf.Bytes(), []byte{'\n'})...)
 }
 
 // subjectNumber is the PR the fact's subject names (for its link), or 0.

@@ -12,12 +12,14 @@
 --   TAG:settle                 zset   "<ws>\n<repo>\n<n>\n<sha>" scored by due ms
 --   TAG:resolved:<guid>        string PR numbers a check delivery was journaled under
 --
--- Tracker hash fields: ws, repo, number, state (open|closed), draft (0|1),
+-- Tracker hash fields: ws, state (open|closed), draft (0|1),
 -- merged (0|1), head, head_seen_at (ms), base, author, title, labels (JSON),
 -- updated_at (ms of the newest snapshot applied), session, session_ws,
 -- session_via ("trailer" while a Wakegate-Session trailer made the link),
--- ready:<sha> (ms ready was emitted), failed:<sha> (ms checks_failed was
--- emitted).
+-- ready:<sha> and failed:<sha> (the journal stream id of the ready or
+-- checks_failed entry of that head; hashes written before 2026-12-05 hold
+-- the ms it was emitted: only the field's presence is read). Hashes written before 2026-12-05 also hold repo and number,
+-- which the key says: nothing reads them.
 
 local TAG          -- hash tag of the shard
 local NOW_MS       -- the caller's now, ms since the epoch
@@ -108,53 +110,96 @@ end
 -- is spliced in raw (the caller validated it), never re-encoded.
 -- Compact form (docs/design.md §14): without specversion, datacontenttype
 -- and workspace (the entry's "w"), and without coalescekey when it is the
--- subject; the journal's reader puts them back (journal.decode).
+-- subject; the journal's reader puts them back (journal.decode). One
+-- table.concat of its parts: each string Lua builds is hashed byte by
+-- byte, so the entry is the only one built (most of what journaling
+-- costs the tracker's scripts was intermediate strings).
 local function event_json(e)
-  local p = {
-    '"id":' .. cjson.encode(e.id),
-    '"source":' .. cjson.encode(e.source),
-    '"type":' .. cjson.encode(e.type),
-    '"subject":' .. cjson.encode(e.subject),
-    '"time":' .. cjson.encode(e.time),
-  }
-  local function opt(name, v)
-    if v and v ~= '' then p[#p + 1] = '"' .. name .. '":' .. cjson.encode(v) end
+  local enc = cjson.encode
+  local p = { '{"id":', enc(e.id), ',"source":', enc(e.source), ',"type":', enc(e.type),
+    ',"subject":', enc(e.subject), ',"time":', enc(e.time) }
+  local n = 10
+  if e.sessionid and e.sessionid ~= '' then
+    p[n + 1], p[n + 2], n = ',"sessionid":', enc(e.sessionid), n + 2
   end
-  opt('sessionid', e.sessionid)
-  opt('priority', e.priority)
-  if e.coalescekey ~= e.subject then opt('coalescekey', e.coalescekey) end
-  if e.terminal then p[#p + 1] = '"terminal":true' end
-  opt('summary', e.summary)
-  if e.data and e.data ~= '' then p[#p + 1] = '"data":' .. e.data end
-  return '{' .. table.concat(p, ',') .. '}'
+  if e.priority and e.priority ~= '' then
+    p[n + 1], p[n + 2], n = ',"priority":', enc(e.priority), n + 2
+  end
+  if e.coalescekey and e.coalescekey ~= '' and e.coalescekey ~= e.subject then
+    p[n + 1], p[n + 2], n = ',"coalescekey":', enc(e.coalescekey), n + 2
+  end
+  if e.terminal then p[n + 1], n = ',"terminal":true', n + 1 end
+  if e.summary and e.summary ~= '' then
+    p[n + 1], p[n + 2], n = ',"summary":', enc(e.summary), n + 2
+  end
+  if e.data and e.data ~= '' then
+    p[n + 1], p[n + 2], n = ',"data":', e.data, n + 2
+  end
+  p[n + 1] = '}'
+  return table.concat(p)
 end
 
--- emit journals e once per (source, id) and remembers a new entry's id.
-local function emit(e)
+-- emit journals e once per (source, id) and remembers a new entry's id;
+-- ev is e's entry when the caller has it already (event_json's form).
+local function emit(e, ev)
   if not e.coalescekey or e.coalescekey == '' then e.coalescekey = e.subject end
-  local sid, added = wg_append(TAG, event_json(e), e.workspace, e.source, e.id)
+  local sid, added = wg_append(TAG, ev or event_json(e), e.workspace, e.source, e.id)
   if added == 1 then
     SIDS[#SIDS + 1] = sid
     if e.terminal then wg_terminal(TAG, e.workspace, e.subject, e.type, e.time, e.summary or '', sid) end
   end
 end
 
+-- emit_once journals e without the (source, id) dedup marker wg_append
+-- writes: for the transitions the tracker's own state makes once-only
+-- (ready:<sha>, failed:<sha>, written by the same script call), the marker
+-- was a second write guarding the same thing (docs/design.md §3). It is
+-- wg_append's append and notification without the marker (keep the two
+-- alike). Returns the new entry's stream id.
+local function emit_once(e)
+  if not e.coalescekey or e.coalescekey == '' then e.coalescekey = e.subject end
+  local sid = redis.call('XADD', TAG .. ':journal', 'MAXLEN', '~', wg_maxlen, '*', 'e', event_json(e), 'w', e.workspace)
+  local pk = e.workspace .. '\0' .. TAG
+  if not wg_published[pk] then
+    wg_published[pk] = true
+    redis.call('PUBLISH', wg_notify .. e.workspace, TAG)
+  end
+  SIDS[#SIDS + 1] = sid
+  return sid
+end
+
 -- synth journals a state transition the tracker derived about PR n, whose
 -- tracker hash is h: type github.pull_request.<typ>, id "pr/<n>/<what>",
--- data {repo, number, head, title, url} plus extra.
-local function synth(ws, repo, n, h, typ, what, priority, summary, extra)
-  local data = {
-    repo = repo, number = n, head = h.head, title = h.title or '',
-    url = 'https://github.com/' .. repo .. '/pull/' .. int(n),
-  }
-  for k, v in pairs(extra or {}) do data[k] = v end
-  emit({
-    id = 'pr/' .. int(n) .. '/' .. what, source = gh_source(repo),
+-- data {repo, number, head, title, url} plus extra. once: the caller's
+-- state makes it once-only (emit_once; its stream id is returned).
+-- The data is built as one table.concat, as event_json builds the entry.
+local function synth(ws, repo, n, h, typ, what, priority, summary, extra, once)
+  local enc, ns = cjson.encode, int(n)
+  local d = { '{"repo":', enc(repo), ',"number":', ns }
+  if h.head then
+    d[5], d[6] = ',"head":', enc(h.head)
+  end
+  d[#d + 1] = ',"title":'
+  d[#d + 1] = enc(h.title or '')
+  d[#d + 1] = ',"url":'
+  d[#d + 1] = enc('https://github.com/' .. repo .. '/pull/' .. ns)
+  if extra then
+    local x = enc(extra) -- its keys are none of the above
+    if x ~= '{}' then
+      d[#d + 1] = ','
+      d[#d + 1] = string.sub(x, 2, -2)
+    end
+  end
+  d[#d + 1] = '}'
+  local e = {
+    id = 'pr/' .. ns .. '/' .. what, source = gh_source(repo),
     type = 'github.pull_request.' .. typ, subject = pr_subject(repo, n),
     time = NOW_TIME, workspace = ws, sessionid = linked_session(h, ws),
     priority = priority, summary = summary,
-    data = cjson.encode(data),
-  })
+    data = table.concat(d),
+  }
+  if once then return emit_once(e) end
+  emit(e)
 end
 
 -- results reads the latest result per check name at sha.
@@ -225,7 +270,6 @@ local function evaluate(ws, repo, n, only_sha, h)
   table.sort(failed)
   local title = string.gsub(h.title or '', '[\r\n]+', ' ')
   if #failed > 0 and not h['failed:' .. head] then
-    redis.call('HSET', pk, 'failed:' .. head, int(NOW_MS))
     local priority = 'attention'
     if h['ready:' .. head] then priority = 'critical' end
     -- name the failing checks a person knows (runs, statuses), not suite ids
@@ -235,13 +279,14 @@ local function evaluate(ws, repo, n, only_sha, h)
     end
     local what = 'a check suite'
     if #named > 0 then what = table.concat(named, ', ') end
-    synth(ws, repo, n, h, 'checks_failed', 'checks_failed/' .. head, priority,
+    local sid = synth(ws, repo, n, h, 'checks_failed', 'checks_failed/' .. head, priority,
       'PR #' .. int(n) .. ' checks failed (' .. what .. '): ' .. title .. ' (' .. repo .. ')',
-      { failed = failed })
+      { failed = failed }, true)
+    redis.call('HSET', pk, 'failed:' .. head, sid)
   end
   if h['ready:' .. head] or h.draft == '1' or changes_requested(repo, n) then return end
   if not checks_pass(ws, repo, n, h, res, #failed > 0) then return end
-  redis.call('HSET', pk, 'ready:' .. head, int(NOW_MS))
-  synth(ws, repo, n, h, 'ready', 'ready/' .. head, 'attention',
-    'PR #' .. int(n) .. ' ready: ' .. title .. ' (' .. repo .. ')')
+  local sid = synth(ws, repo, n, h, 'ready', 'ready/' .. head, 'attention',
+    'PR #' .. int(n) .. ' ready: ' .. title .. ' (' .. repo .. ')', nil, true)
+  redis.call('HSET', pk, 'ready:' .. head, sid)
 end

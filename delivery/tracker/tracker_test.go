@@ -377,6 +377,18 @@ func TestChecksFailed(t *testing.T) {
 		if want := fmt.Sprintf("PR #1 checks failed (lint): Add feature (%s)", e.repo); ev.Summary != want {
 			t.Errorf("summary %q, want %q", ev.Summary, want)
 		}
+		var data struct {
+			Repo   string   `json:"repo"`
+			Number int      `json:"number"`
+			Head   string   `json:"head"`
+			Title  string   `json:"title"`
+			URL    string   `json:"url"`
+			Failed []string `json:"failed"`
+		}
+		if err := json.Unmarshal(ev.Data, &data); err != nil || data.Repo != e.repo || data.Number != 1 || data.Head != shaA ||
+			data.Title != "Add feature" || data.URL != "https://github.com/"+e.repo+"/pull/1" || !reflect.DeepEqual(data.Failed, []string{"lint"}) {
+			t.Errorf("data %s: %+v, %v", ev.Data, data, err)
+		}
 		e.wantCount("github.pull_request.ready", 0)
 		// A new head that fails too is a new checks_failed.
 		e.apply(e.pr("synchronize", 1, shaB, at(20)))
@@ -844,4 +856,101 @@ func TestSettleOnMiniredis(t *testing.T) {
 		t.Fatalf("SettleDue = %d, %v; want 3", n, err)
 	}
 	e.wantCount("github.pull_request.ready", 3)
+}
+
+// TestPreviousHashLayout: a PR tracker hash written before repo and number
+// left it (they are the key's) is still read, folded into and evaluated;
+// a hash written now leaves them out.
+func TestPreviousHashLayout(t *testing.T) {
+	e := newEnv(t, tracker.Config{Settle: time.Hour})
+	const sha = "bbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbb"
+	updated := at(0).UnixMilli()
+	old := prKeyForTest(e, 7)
+	// the previous layout, as apply.lua wrote it
+	if err := e.rdb.HSet(e.ctx, old, "ws", e.ws, "repo", e.repo, "number", "7", "state", "open", "draft", "0",
+		"merged", "0", "base", "main", "author", "octocat", "title", "Old layout", "labels", "[]",
+		"updated_at", updated, "head", sha, "head_seen_at", e.now.UnixMilli()).Err(); err != nil {
+		t.Fatal(err)
+	}
+	st := e.state(7)
+	if !st.Seen || st.Workspace != e.ws || st.Repo != e.repo || st.Number != 7 || st.Head != sha || st.Title != "Old layout" {
+		t.Fatalf("state of the previous layout: %+v", st)
+	}
+	e.apply(e.run(sha, "build", "pass", at(1), 7))
+	if ready := e.wantCount("github.pull_request.ready", 1); ready[0].Subject != event.PRSubject(e.repo, 7) {
+		t.Errorf("ready about %s", ready[0].Subject)
+	}
+	e.apply(e.pr("edited", 7, sha, at(2)))
+	if st := e.state(7); st.Title == "" || len(st.Ready) != 1 || st.Ready[0] != sha || st.Repo != e.repo {
+		t.Errorf("after an edit: %+v", st)
+	}
+
+	e.apply(e.pr("opened", 8, sha, at(3)))
+	fields, err := e.rdb.HKeys(e.ctx, prKeyForTest(e, 8)).Result()
+	if err != nil || len(fields) == 0 {
+		t.Fatalf("HKEYS = %v, %v", fields, err)
+	}
+	for _, f := range fields {
+		if f == "repo" || f == "number" {
+			t.Errorf("a hash written now holds %q (the key's): %v", f, fields)
+		}
+	}
+	if st := e.state(8); !st.Seen || st.Repo != e.repo || st.Number != 8 || st.Workspace != e.ws {
+		t.Errorf("state of the new layout: %+v", st)
+	}
+}
+
+// TestReadyWithoutMarker: ready and checks_failed are made once per head
+// by the PR's ready:<sha> and failed:<sha> fields, which hold their entry's
+// stream id; they write no (source, id) dedup marker, and applying again
+// (a redelivery, a re-derivation after a crash) appends nothing.
+func TestReadyWithoutMarker(t *testing.T) {
+	e := newEnv(t, tracker.Config{})
+	shard := e.j.Shard("github:" + e.repo)
+	opened := e.pr("opened", 1, shaA, at(0))
+	e.applyGUID("g-open", opened)
+	failing := e.run(shaA, "lint", github.ResultFail, at(5), 1)
+	e.applyGUID("g-fail", failing)
+	passing := e.run(shaA, "lint", github.ResultPass, at(10), 1)
+	e.applyGUID("g-pass", passing)
+	for _, typ := range []string{"github.pull_request.checks_failed", "github.pull_request.ready"} {
+		ev := e.wantCount(typ, 1)[0]
+		if n, err := e.rdb.Exists(e.ctx, e.j.DedupKey(shard, ev.Source, ev.ID)).Result(); err != nil || n != 0 {
+			t.Errorf("%s: dedup marker %d, %v; want none", typ, n, err)
+		}
+		field := "ready:" + shaA
+		if typ == "github.pull_request.checks_failed" {
+			field = "failed:" + shaA
+		}
+		sid, err := e.rdb.HGet(e.ctx, prKeyForTest(e, 1), field).Result()
+		if err != nil || journal.FormatSeq(shard, sid) != ev.Seq {
+			t.Errorf("%s = %q, %v; want the entry's id (seq %s)", field, sid, err, ev.Seq)
+		}
+	}
+	// found by (source, id) through the tracker instead
+	for _, ev := range e.events() {
+		seq, err := e.tr.Synthesized(e.ctx, ev.Source, ev.ID)
+		want := ""
+		if ev.Type == "github.pull_request.ready" || ev.Type == "github.pull_request.checks_failed" {
+			want = ev.Seq
+		}
+		if err != nil || seq != want {
+			t.Errorf("Synthesized(%s, %s) = %q, %v; want %q", ev.Source, ev.ID, seq, err, want)
+		}
+	}
+	if seq, err := e.tr.Synthesized(e.ctx, event.GitHubSource(e.repo), "pr/1/ready/"+shaB); seq != "" || err != nil {
+		t.Errorf("another head: %q, %v", seq, err)
+	}
+	// the own events keep theirs
+	own := e.wantCount("github.pull_request.opened", 1)[0]
+	if n := e.rdb.Exists(e.ctx, e.j.DedupKey(shard, own.Source, own.ID)).Val(); n != 1 {
+		t.Errorf("the opened event's marker: %d", n)
+	}
+	before := len(e.events())
+	e.applyGUID("g-open", opened)
+	e.applyGUID("g-fail", failing)
+	e.applyGUID("g-pass", passing)
+	if n, err := e.tr.SettleDue(e.ctx, time.Now().Add(time.Hour)); err != nil || len(e.events()) != before {
+		t.Errorf("applied again, settled (%d, %v): %d events, want %d", n, err, len(e.events()), before)
+	}
 }

@@ -1,0 +1,48 @@
+package tracker
+
+import (
+	"encoding/json"
+	"reflect"
+	"testing"
+)
+
+// TestOwnEvent holds the own event built in Go (applyInput.ownEvent) to
+// what apply.lua journals: valid JSON whatever the strings hold, the
+// compact form's fields, a sessionid spliced in at EvAt still valid, and
+// the input left with what the script still reads.
+func TestOwnEvent(t *testing.T) {
+	for _, s := range []string{"plain", `say "hi"`, "back\\slash", `quote " and \ backslash`, "tab\tnew\nline\x01", "<b>&amp;</b> / café ✓"} {
+		for _, terminal := range []bool{false, true} {
+			in := &applyInput{GUID: "g1", Source: "//github.com/o/r", Type: "github.pull_request.opened",
+				Subject: "github:o/r#1", Time: "2026-01-02T03:04:05Z", Priority: "attention",
+				CoalesceKey: s, Terminal: terminal, Summary: s}
+			ev := in.ownEvent(`{"title":"x"}`)
+			var got map[string]any
+			if err := json.Unmarshal([]byte(ev), &got); err != nil {
+				t.Fatalf("%q: %v in %s", s, err, ev)
+			}
+			want := map[string]any{"id": "g1", "source": "//github.com/o/r", "type": "github.pull_request.opened",
+				"subject": "github:o/r#1", "time": "2026-01-02T03:04:05Z", "priority": "attention",
+				"coalescekey": s, "summary": s, "data": map[string]any{"title": "x"}}
+			if terminal {
+				want["terminal"] = true
+			}
+			if !reflect.DeepEqual(got, want) {
+				t.Errorf("event\n got %v\nwant %v", got, want)
+			}
+			linked := ev[:in.EvAt] + `,"sessionid":"s1"` + ev[in.EvAt:]
+			got = nil
+			if err := json.Unmarshal([]byte(linked), &got); err != nil || got["sessionid"] != "s1" {
+				t.Errorf("spliced at %d: %v, %v in %s", in.EvAt, got["sessionid"], err, linked)
+			}
+			if in.Priority != "" || in.CoalesceKey != "" || (in.Summary != "") != terminal || (in.Time != "") != terminal {
+				t.Errorf("input keeps %+v (terminal %v)", in, terminal)
+			}
+		}
+	}
+	// the subject's own coalescing key and no data leave them out
+	in := &applyInput{GUID: "g2", ID: "id2", Source: "s", Type: "t.x", Subject: "sub", Time: "now", CoalesceKey: "sub"}
+	if ev, want := in.ownEvent(""), `{"id":"id2","source":"s","type":"t.x","subject":"sub","time":"now"}`; ev != want {
+		t.Errorf("event %s, want %s", ev, want)
+	}
+}
