@@ -104,7 +104,9 @@ func TestGoldenAPI(t *testing.T) {
 	}
 	// in the order of their ids: across shards, the order of entries
 	// appended in the same millisecond is the shards'
-	sort.Slice(lines, func(a, b int) bool { return bytes.Compare(lines[a][bytes.Index(lines[a], []byte(`"id"`)):], lines[b][bytes.Index(lines[b], []byte(`"id"`)):]) < 0 })
+	sort.Slice(lines, func(a, b int) bool {
+		return bytes.Compare(lines[a][bytes.Index(lines[a], []byte(`"id"`)):], lines[b][bytes.Index(lines[b], []byte(`"id"`)):]) < 0
+	})
 	var out bytes.Buffer
 	for _, l := range lines {
 		out.Write(l)
