@@ -8,35 +8,104 @@
 --     → stream id of the entry (new or the one already journaled), and
 --       1 when it appended, 0 when (source, id) was already there.
 --
+--   wg_seen(tag, source, id)
+--     → the stream id (source, id) was journaled under while its marker
+--       lives, else nil.
+--
 --   wg_eid(tag, source, id)
---     → the key of (source, id)'s dedup marker (keyspace.Shard.Eid).
+--     → the key of (source, id)'s dedup marker as the previous version
+--       wrote it (keyspace.Shard.Eid): still honoured until it expires.
 --
 --   wg_terminal(tag, ws, subject, type, time, summary, sid)
 --     records the compact terminal record of a subject (docs/design.md §3
 --     DeathWatch) in "<tag>:term:<ws>:<subject>", kept 30 days: callers
 --     call it after appending a terminal event.
 --
+-- Dedup markers (docs/design.md §2, "The dedup window"): the marker of
+-- (source, id) is field sha1(source NUL id) (20 bytes) of the hash
+-- "<tag>:em:<start>:<xx>" (keyspace.Shard.Markers): start is the period
+-- (ceil(ttl / 3) seconds, Redis's clock) the append fell in, xx the first
+-- byte of the sha1 in hex (256 hashes per period, so none grows huge);
+-- the hash expires at start + period + ttl. Its value is the stream id,
+-- as the milliseconds after start when its sequence is 0, else whole.
+-- A lookup reads the 4 hashes whose period may still be kept, then the
+-- previous version's key "<tag>:eid:<sha1 hex>".
+--
 -- Keys it touches are all under tag, the shard's hash tag: "<tag>:journal",
--- "<tag>:eid:<sha1>" and "<tag>:term:<ws>:<subject>". Callers list
--- "<tag>:journal" in KEYS so the script is routed to its slot. It
--- publishes the tag on "<notify_prefix><ws>", once per workspace and shard.
+-- "<tag>:em:<start>:<xx>", "<tag>:eid:<sha1>" (read) and
+-- "<tag>:term:<ws>:<subject>". Callers list "<tag>:journal" in KEYS so the
+-- script is routed to its slot. It publishes the tag on
+-- "<notify_prefix><ws>", once per workspace and shard.
 
-local wg_ttl, wg_maxlen, wg_notify
+local wg_ttl, wg_maxlen, wg_notify, wg_period, wg_now
 local wg_published = {}
 local function wg_config(ttl, maxlen, notify)
   wg_ttl = tonumber(ttl); wg_maxlen = tonumber(maxlen); wg_notify = notify
+  wg_period = math.ceil(wg_ttl / 3)
 end
--- wg_eid is the marker of (source, id) in the shard of tag
--- (keyspace.Shard.Eid builds the same name).
+-- wg_eid is the previous version's marker of (source, id) in the shard of
+-- tag (keyspace.Shard.Eid builds the same name).
 local function wg_eid(tag, source, id)
   return tag .. ':eid:' .. redis.sha1hex(source .. '\0' .. id)
 end
+-- wg_markers is the hash of markers of period start, sub-bucket xx
+-- (keyspace.Shard.Markers builds the same name).
+local function wg_markers(tag, start, xx)
+  return tag .. ':em:' .. string.format('%d', start) .. ':' .. xx
+end
+-- wg_bin turns 40 hex digits into their 20 bytes (5 numbers of 32 bits:
+-- no function call per byte).
+local function wg_bin(hex)
+  local b = {}
+  for i = 0, 4 do
+    local v = tonumber(string.sub(hex, i * 8 + 1, i * 8 + 8), 16)
+    local b3 = v % 256; v = (v - b3) / 256
+    local b2 = v % 256; v = (v - b2) / 256
+    local b1 = v % 256
+    b[#b + 1] = (v - b1) / 256; b[#b + 1] = b1; b[#b + 1] = b2; b[#b + 1] = b3
+  end
+  return string.char(unpack(b))
+end
+-- wg_key is where (source, id)'s marker goes or is looked for: its hex
+-- sha1, the field and the sub-bucket.
+local function wg_key(source, id)
+  local hex = redis.sha1hex(source .. '\0' .. id)
+  return hex, wg_bin(hex), string.sub(hex, 1, 2)
+end
+-- wg_start is the period of now on Redis's clock (read once per call).
+local function wg_start()
+  if not wg_now then wg_now = tonumber(redis.call('TIME')[1]) end
+  return wg_now - wg_now % wg_period
+end
+local function wg_find(tag, hex, f, xx)
+  local cur = wg_start()
+  for k = 0, 3 do
+    local start = cur - k * wg_period
+    local v = redis.call('HGET', wg_markers(tag, start, xx), f)
+    if v then
+      if string.find(v, '-', 1, true) then return v end
+      return string.format('%d-0', start * 1000 + tonumber(v))
+    end
+  end
+  return redis.call('GET', tag .. ':eid:' .. hex) or nil
+end
+local function wg_seen(tag, source, id)
+  return wg_find(tag, wg_key(source, id))
+end
 local function wg_append(tag, ev, ws, source, id)
-  local dk = wg_eid(tag, source, id)
-  local got = redis.call('GET', dk)
+  local hex, f, xx = wg_key(source, id)
+  local got = wg_find(tag, hex, f, xx)
   if got then return got, 0 end
   local sid = redis.call('XADD', tag .. ':journal', 'MAXLEN', '~', wg_maxlen, '*', 'e', ev, 'w', ws)
-  redis.call('SET', dk, sid, 'EX', wg_ttl)
+  local start = wg_start()
+  local mk = wg_markers(tag, start, xx)
+  local v = sid
+  if string.sub(sid, -2) == '-0' then
+    local d = tonumber(string.sub(sid, 1, -3)) - start * 1000
+    if d >= 0 then v = string.format('%d', d) end
+  end
+  redis.call('HSET', mk, f, v)
+  redis.call('EXPIREAT', mk, start + wg_period + wg_ttl, 'NX')
   -- One message per (workspace, shard) per script call: subscribers
   -- receive it only once the script has ended, so it announces every
   -- entry this call appends there (a batch appends hundreds).

@@ -11,6 +11,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/redis/go-redis/v9"
 
@@ -270,12 +271,17 @@ func (j *Journal) Get(ctx context.Context, seq string) (*event.Event, error) {
 // Lookup returns the seq under which (source, id) was journaled, or "".
 func (j *Journal) Lookup(ctx context.Context, workspace, subject, source, id string) (string, error) {
 	shard := j.ShardOf(workspace, subject)
-	sid, err := j.rdb.Get(ctx, j.DedupKey(shard, source, id)).Result()
-	if errors.Is(err, redis.Nil) {
-		return "", nil
+	pipe := j.rdb.Pipeline()
+	res := j.lookupCmds(ctx, pipe, shard, source, id, time.Now())
+	if _, err := pipe.Exec(ctx); err != nil && !errors.Is(err, redis.Nil) {
+		return "", fmt.Errorf("journal lookup: %w", err)
 	}
+	sid, err := res()
 	if err != nil {
 		return "", fmt.Errorf("journal lookup: %w", err)
+	}
+	if sid == "" {
+		return "", nil
 	}
 	return FormatSeq(shard, sid), nil
 }
