@@ -12,6 +12,12 @@
 --     → the stream id (source, id) was journaled under while its marker
 --       lives, else nil.
 --
+--   wg_entry(e)
+--     → the stored form of the event table e (fields id, source, type,
+--       subject, time, sessionid, priority, coalescekey, terminal,
+--       summary, data as raw JSON): the compact entry of docs/design.md
+--       §14 "Journal entries"; journal.decode reads it back.
+--
 --   wg_eid(tag, source, id)
 --     → the key of (source, id)'s dedup marker as the previous version
 --       wrote it (keyspace.Shard.Eid): still honoured until it expires.
@@ -115,6 +121,106 @@ local function wg_append(tag, ev, ws, source, id)
     redis.call('PUBLISH', wg_notify .. ws, tag)
   end
   return sid, 1
+end
+-- wg_json renders e as compact JSON in the field order of event.Event;
+-- data is spliced in raw (the caller validated it), never re-encoded.
+-- Without specversion, datacontenttype and workspace (the entry's "w"),
+-- and without coalescekey when it is the subject; the journal's reader
+-- puts them back (journal.decode).
+local function wg_json(e)
+  local p = {
+    '"id":' .. cjson.encode(e.id),
+    '"source":' .. cjson.encode(e.source),
+    '"type":' .. cjson.encode(e.type),
+    '"subject":' .. cjson.encode(e.subject),
+    '"time":' .. cjson.encode(e.time),
+  }
+  local function opt(name, v)
+    if v and v ~= '' then p[#p + 1] = '"' .. name .. '":' .. cjson.encode(v) end
+  end
+  opt('sessionid', e.sessionid)
+  opt('priority', e.priority)
+  if e.coalescekey ~= e.subject then opt('coalescekey', e.coalescekey) end
+  if e.terminal then p[#p + 1] = '"terminal":true' end
+  opt('summary', e.summary)
+  if e.data and e.data ~= '' then p[#p + 1] = '"data":' .. e.data end
+  return '{' .. table.concat(p, ',') .. '}'
+end
+-- wg_sub replaces every occurrence of needle in s by tok (plain finds;
+-- an empty needle replaces nothing).
+local function wg_sub(s, needle, tok)
+  if needle == '' then return s end
+  local i = string.find(s, needle, 1, true)
+  if not i then return s end
+  local out, pos, n = {}, 1, #needle
+  while i do
+    out[#out + 1] = string.sub(s, pos, i - 1)
+    out[#out + 1] = tok
+    pos = i + n
+    i = string.find(s, needle, pos, true)
+  end
+  out[#out + 1] = string.sub(s, pos)
+  return table.concat(out)
+end
+-- wg_tail is a string's JSON without its opening quote.
+local function wg_tail(v) return string.sub(cjson.encode(v), 2) end
+local WG_PRIORITY = { attention = '\12', info = '\14', critical = '\15' }
+-- wg_entry: the compact entry of an event about a GitHub subject
+-- (docs/design.md §14 "Journal entries"): "\1", the repository, "\0", the
+-- title (as the summary's JSON has it, "" for none), "\0", then the
+-- event's JSON with its members' names, the repository (plain: \2;
+-- '/' escaped: \3) and the title (\4) as the one-byte tokens of
+-- journal.expand. Any other subject: wg_json.
+local function wg_entry(e)
+  local repo = string.match(e.subject, '^github:([%w%._%-/]+)[#@]')
+  if not repo then return wg_json(e) end
+  local resc = string.gsub(repo, '/', '\\/')
+  local summary, title = nil, ''
+  if e.summary and e.summary ~= '' then
+    summary = wg_tail(e.summary)
+    local a = string.find(summary, ': ', 1, true)
+    if a then
+      local b, k = nil, a
+      while true do
+        k = string.find(summary, ' (', k + 1, true)
+        if not k then break end
+        b = k
+      end
+      if b and b - a > 6 then title = string.sub(summary, a + 2, b - 1) end
+    end
+  end
+  local function squeeze(v)
+    if title ~= '' then v = wg_sub(v, title, '\4') end
+    v = wg_sub(v, resc, '\3')
+    return wg_sub(v, repo, '\2')
+  end
+  local p = { '\1', repo, '\0', title, '\0', '\5', cjson.encode(e.id) }
+  if e.source == '//github.com/' .. repo then
+    p[#p + 1] = '\6'
+  else
+    p[#p + 1] = ',"source":' .. cjson.encode(e.source)
+  end
+  if string.sub(e.type, 1, 20) == 'github.pull_request.' then
+    p[#p + 1] = '\7' .. wg_tail(string.sub(e.type, 21))
+  elseif string.sub(e.type, 1, 7) == 'github.' then
+    p[#p + 1] = '\18' .. wg_tail(string.sub(e.type, 8))
+  else
+    p[#p + 1] = ',"type":' .. cjson.encode(e.type)
+  end
+  p[#p + 1] = '\8' .. squeeze(wg_tail(string.sub(e.subject, 8)))
+  p[#p + 1] = '\11' .. wg_tail(e.time)
+  if e.sessionid and e.sessionid ~= '' then p[#p + 1] = ',"sessionid":' .. cjson.encode(e.sessionid) end
+  if e.priority and e.priority ~= '' then
+    p[#p + 1] = WG_PRIORITY[e.priority] or (',"priority":' .. cjson.encode(e.priority))
+  end
+  if e.coalescekey and e.coalescekey ~= '' and e.coalescekey ~= e.subject then
+    p[#p + 1] = ',"coalescekey":' .. cjson.encode(e.coalescekey)
+  end
+  if e.terminal then p[#p + 1] = ',"terminal":true' end
+  if summary then p[#p + 1] = '\16' .. squeeze(summary) end
+  if e.data and e.data ~= '' then p[#p + 1] = '\17' .. squeeze(e.data) end
+  p[#p + 1] = '}'
+  return table.concat(p)
 end
 -- wg_term is the terminal record of a subject (keyspace.Shard.Term).
 local function wg_term(tag, ws, subject)

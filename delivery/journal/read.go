@@ -12,6 +12,7 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unsafe"
 
 	"github.com/redis/go-redis/v9"
 
@@ -295,6 +296,13 @@ func (j *Journal) Lookup(ctx context.Context, workspace, subject, source, id str
 // under bench fleet — with the push path's depth limit.
 func decode(shard int, m redis.XMessage) (*event.Event, error) {
 	raw, _ := m.Values["e"].(string)
+	if len(raw) > 0 && raw[0] == compactMark {
+		b, err := expand(raw)
+		if err != nil {
+			return nil, fmt.Errorf("journal entry %d-%s: %w: %w", shard, m.ID, ErrUndecodable, err)
+		}
+		raw = unsafe.String(unsafe.SliceData(b), len(b)) // b is never written again
+	}
 	var e event.Event
 	if err := event.Decode(raw, &e); err != nil {
 		return nil, fmt.Errorf("journal entry %d-%s: %w: %w", shard, m.ID, ErrUndecodable, err)

@@ -104,35 +104,10 @@ local function index(repo, sha, n)
   redis.call('EXPIRE', k, RETENTION)
 end
 
--- event_json builds a CloudEvent in the field order of event.Event; data
--- is spliced in raw (the caller validated it), never re-encoded.
--- Compact form (docs/design.md §14): without specversion, datacontenttype
--- and workspace (the entry's "w"), and without coalescekey when it is the
--- subject; the journal's reader puts them back (journal.decode).
-local function event_json(e)
-  local p = {
-    '"id":' .. cjson.encode(e.id),
-    '"source":' .. cjson.encode(e.source),
-    '"type":' .. cjson.encode(e.type),
-    '"subject":' .. cjson.encode(e.subject),
-    '"time":' .. cjson.encode(e.time),
-  }
-  local function opt(name, v)
-    if v and v ~= '' then p[#p + 1] = '"' .. name .. '":' .. cjson.encode(v) end
-  end
-  opt('sessionid', e.sessionid)
-  opt('priority', e.priority)
-  if e.coalescekey ~= e.subject then opt('coalescekey', e.coalescekey) end
-  if e.terminal then p[#p + 1] = '"terminal":true' end
-  opt('summary', e.summary)
-  if e.data and e.data ~= '' then p[#p + 1] = '"data":' .. e.data end
-  return '{' .. table.concat(p, ',') .. '}'
-end
-
 -- emit journals e once per (source, id) and remembers a new entry's id.
 local function emit(e)
   if not e.coalescekey or e.coalescekey == '' then e.coalescekey = e.subject end
-  local sid, added = wg_append(TAG, event_json(e), e.workspace, e.source, e.id)
+  local sid, added = wg_append(TAG, wg_entry(e), e.workspace, e.source, e.id)
   if added == 1 then
     SIDS[#SIDS + 1] = sid
     if e.terminal then wg_terminal(TAG, e.workspace, e.subject, e.type, e.time, e.summary or '', sid) end
