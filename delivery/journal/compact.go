@@ -8,17 +8,18 @@ import (
 // compactMark begins a compact entry (docs/design.md §14 "Journal
 // entries"), which journal.lua's wg_entry writes for an event about a
 // GitHub subject: "\x01", the repository, "\x00", the title as the
-// summary's JSON has it ("" for none), "\x00", then the event's JSON in
-// the PR tracker's compact form (no specversion, datacontenttype,
-// workspace, nor a coalescekey equal to the subject) with these one-byte
-// tokens in it. No valid JSON holds bytes 0x01–0x08, 0x0B, 0x0C or
+// summary's JSON has it ("" for none), "\x00", the head sha ending the
+// id ("" for none), "\x00", then the event's JSON in the PR tracker's
+// compact form (no specversion, datacontenttype, workspace, nor a
+// coalescekey equal to the subject) with these one-byte tokens in it. No valid JSON holds bytes 0x01–0x08, 0x0B, 0x0C or
 // 0x0E–0x1F unescaped, so they cannot be the event's own bytes; the
 // entries of earlier versions begin with '{'.
 const compactMark = 0x01
 
-// Tokens of the compact entry and what they stand for; 0x02–0x04 are the
-// repository (plain, and with '/' escaped as cjson writes it) and the
-// title, given by the entry's header.
+// Tokens of the compact entry and what they stand for; 0x01–0x04 are the
+// sha, the repository (plain, and with '/' escaped as cjson writes it)
+// and the title, given by the entry's header. 0x13–0x1f are journal.lua's
+// WG_DATA.
 var compactTokens = [0x20]string{
 	0x05: `{"id":`,
 	0x06: `,"source":"//github.com/`, // + the repository + `"`
@@ -31,6 +32,19 @@ var compactTokens = [0x20]string{
 	0x10: `,"summary":"`,
 	0x11: `,"data":`,
 	0x12: `,"type":"github.`,
+	0x13: `"number":`,
+	0x14: `"action":"`,
+	0x15: `"title":"`,
+	0x16: `"url":"https://github.com/`,
+	0x17: `"url":"https:\/\/github.com\/`,
+	0x18: `"author":"`,
+	0x19: `"head":"`,
+	0x1a: `"base":"`,
+	0x1b: `"state":"`,
+	0x1c: `"draft":false,"merged":false,"labels":[`,
+	0x1d: `"repo":"`,
+	0x1e: `"sha":"`,
+	0x1f: `"pull_requests":[`,
 }
 
 var errCompact = errors.New("malformed compact entry")
@@ -43,12 +57,16 @@ func expand(raw string) ([]byte, error) {
 	if !ok {
 		return nil, errCompact
 	}
-	title, body, ok := strings.Cut(rest, "\x00")
+	title, rest, ok := strings.Cut(rest, "\x00")
+	if !ok {
+		return nil, errCompact
+	}
+	sha, body, ok := strings.Cut(rest, "\x00")
 	if !ok {
 		return nil, errCompact
 	}
 	resc := strings.ReplaceAll(repo, "/", `\/`)
-	out := make([]byte, 0, len(body)+4*len(repo)+2*len(title)+160)
+	out := make([]byte, 0, len(body)+4*len(repo)+2*len(title)+len(sha)+320)
 	for i := 0; i < len(body); {
 		// copy the run of plain bytes up to the next token at once
 		j := i
@@ -60,6 +78,8 @@ func expand(raw string) ([]byte, error) {
 			break
 		}
 		switch c := body[j]; c {
+		case 0x01:
+			out = append(out, sha...)
 		case 0x02:
 			out = append(out, repo...)
 		case 0x03:

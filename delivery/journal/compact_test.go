@@ -51,6 +51,12 @@ func TestCompactEntry(t *testing.T) {
 	cases := map[string]luaEvent{
 		"opened":         pr("github.pull_request.opened", "PR #2 opened: Fix it (o/r)", opened),
 		"ready, cjson":   pr("github.pull_request.ready", `PR #2 ready: Fix it (o/r)`, `{"repo":"o\/r","title":"Fix it","url":"https:\/\/github.com\/o\/r\/pull\/2","number":2}`),
+		"ready, sha id": {ID: "pr/2/ready/ec26c3e57ca3a959ca5aad62de7213c562f8c821", Source: "//github.com/o/r", Type: "github.pull_request.ready",
+			Subject: "github:o/r#2", Time: "2026-12-05T03:34:46.137549154Z", Priority: "attention", Summary: "PR #2 ready: Fix it (o/r)",
+			Data: `{"repo":"o\/r","title":"Fix it","head":"ec26c3e57ca3a959ca5aad62de7213c562f8c821","url":"https:\/\/github.com\/o\/r\/pull\/2","number":2,"failed":["a"]}`},
+		"every data token": pr("github.pull_request.opened", "PR #2 opened: Fix it (o/r)",
+			`{"repo":"o/r","number":2,"action":"opened","title":"Fix it","url":"https://github.com/o/r/pull/2","author":"me","head":"ec26","base":"main","state":"open","draft":false,"merged":false,"labels":["bug"],"sha":"ec26","pull_requests":[2],"u2":"https:\/\/github.com\/x"}`),
+		"hex id, not a sha": pr("github.pull_request.opened", "PR #2 opened: Fix it (o/r)", `{"a":"ec26c3e57ca3a959ca5aad62de7213c562f8c82"}`),
 		"title has repo": pr("github.pull_request.opened", "PR #2 opened: move o/r to o/r2 (o/r)", `{"repo":"o/r","title":"move o/r to o/r2","t2":"move o\/r to o\/r2"}`),
 		"repo in title":  pr("github.pull_request.opened", "PR #2 opened: o/r (o/r)", `{"repo":"o/r","title":"o/r"}`),
 		"escapes":        pr("github.pull_request.opened", "PR #2 opened: \"quoted\" <b>é</b> \u2028 \\ tab\t (o/r)", `{"title":"\"quoted\" \u003cb\u003e\u00e9\u003c/b\u003e \u2028 \\ tab\t","x":"\u0001"}`),
@@ -99,7 +105,7 @@ func TestCompactEntry(t *testing.T) {
 // TestCompactEntryMalformed: a compact entry cut short or holding a byte
 // that is no token is undecodable (readers skip it, docs/design.md §4).
 func TestCompactEntryMalformed(t *testing.T) {
-	for _, bad := range []string{"\x01o/r", "\x01o/r\x00title", "\x01o/r\x00t\x00\x05\"a\"\x01}", "\x01o/r\x00t\x00\x05\"a\"\x1f}", "\x01\x00\x00\x05"} {
+	for _, bad := range []string{"\x01o/r", "\x01o/r\x00title", "\x01o/r\x00t\x00\x05\"a\"}", "\x01o/r\x00t\x00\x00\x05\"a\"\x0d\x7f\x00}", "\x01o/r\x00t\x00\x00\x05\"a\"\x10}", "\x01\x00\x00\x00\x05"} {
 		if _, err := journal.Decode(0, redis.XMessage{ID: "1-1", Values: map[string]any{"e": bad}}); err == nil {
 			t.Errorf("decode of %q: no error", bad)
 		}

@@ -165,11 +165,21 @@ end
 -- wg_tail is a string's JSON without its opening quote.
 local function wg_tail(v) return string.sub(cjson.encode(v), 2) end
 local WG_PRIORITY = { attention = '\12', info = '\14', critical = '\15' }
+-- WG_DATA are the data's member names (and values) common in GitHub
+-- events, each followed by its token (journal.compactTokens 0x13–0x1f).
+local WG_DATA = {
+  '"number":', '\19', '"action":"', '\20', '"title":"', '\21',
+  '"url":"https://github.com/', '\22', '"url":"https:\\/\\/github.com\\/', '\23',
+  '"author":"', '\24', '"head":"', '\25', '"base":"', '\26',
+  '"state":"', '\27', '"draft":false,"merged":false,"labels":[', '\28',
+  '"repo":"', '\29', '"sha":"', '\30', '"pull_requests":[', '\31',
+}
 -- wg_entry: the compact entry of an event about a GitHub subject
 -- (docs/design.md §14 "Journal entries"): "\1", the repository, "\0", the
--- title (as the summary's JSON has it, "" for none), "\0", then the
--- event's JSON with its members' names, the repository (plain: \2;
--- '/' escaped: \3) and the title (\4) as the one-byte tokens of
+-- title (as the summary's JSON has it, "" for none), "\0", the head sha
+-- that ends the id ("" for none), "\0", then the event's JSON with its
+-- envelope's member names, the repository (plain: \2; '/' escaped: \3),
+-- the title (\4), the sha (\1) and WG_DATA as the one-byte tokens of
 -- journal.expand. Any other subject: wg_json.
 local function wg_entry(e)
   local repo = string.match(e.subject, '^github:([%w%._%-/]+)[#@]')
@@ -189,12 +199,15 @@ local function wg_entry(e)
       if b and b - a > 6 then title = string.sub(summary, a + 2, b - 1) end
     end
   end
+  local sha = string.sub(e.id, -40)
+  if #sha ~= 40 or not string.find(sha, '^%x+$') then sha = '' end
   local function squeeze(v)
-    if title ~= '' then v = wg_sub(v, title, '\4') end
+    v = wg_sub(v, title, '\4')
+    v = wg_sub(v, sha, '\1')
     v = wg_sub(v, resc, '\3')
     return wg_sub(v, repo, '\2')
   end
-  local p = { '\1', repo, '\0', title, '\0', '\5', cjson.encode(e.id) }
+  local p = { '\1', repo, '\0', title, '\0', sha, '\0', '\5', squeeze(cjson.encode(e.id)) }
   if e.source == '//github.com/' .. repo then
     p[#p + 1] = '\6'
   else
@@ -218,7 +231,11 @@ local function wg_entry(e)
   end
   if e.terminal then p[#p + 1] = ',"terminal":true' end
   if summary then p[#p + 1] = '\16' .. squeeze(summary) end
-  if e.data and e.data ~= '' then p[#p + 1] = '\17' .. squeeze(e.data) end
+  if e.data and e.data ~= '' then
+    local d = squeeze(e.data)
+    for i = 1, #WG_DATA, 2 do d = wg_sub(d, WG_DATA[i], WG_DATA[i + 1]) end
+    p[#p + 1] = '\17' .. d
+  end
   p[#p + 1] = '}'
   return table.concat(p)
 end
