@@ -17,8 +17,8 @@ var benchEntries = map[string][2]string{
 		`{"id":"pr\/2\/ready\/ec26c3e57ca3a959ca5aad62de7213c562f8c821","source":"\/\/github.com\/Codertocat\/Hello-World","type":"github.pull_request.ready","subject":"github:Codertocat\/Hello-World#2","time":"2026-12-05T03:35:46.137549154Z","priority":"attention","summary":"PR #2 ready: Update the README with new information. (Codertocat\/Hello-World)","data":{"repo":"Codertocat\/Hello-World","title":"Update the README with new information.","head":"ec26c3e57ca3a959ca5aad62de7213c562f8c821","url":"https:\/\/github.com\/Codertocat\/Hello-World\/pull\/2","number":2}}`,
 	},
 	"compact": {
-		"\x01Codertocat/Hello-World\x00Update the README with new information.\x00\x00\x05\"72d3162e-cc78-11e3-81ab-4c9367dc0958\"\x06\aopened\"\b\x03#2\"\v2019-05-15T15:20:33Z\"\f\x10PR #2 opened: \x04 (\x03)\"\x11{\x1d\x02\",\x132,\x14opened\",\x15\x04\",\x16\x02/pull/2\",\x18Codertocat\",\x19ec26c3e57ca3a959ca5aad62de7213c562f8c821\",\x1amaster\",\x1bopen\",\x1c\"bug\"]}}",
-		"\x01Codertocat/Hello-World\x00Update the README with new information.\x00ec26c3e57ca3a959ca5aad62de7213c562f8c821\x00\x05\"pr\\/2\\/ready\\/\x01\"\x06\aready\"\b\x03#2\"\v2026-12-05T03:35:46.137549154Z\"\f\x10PR #2 ready: \x04 (\x03)\"\x11{\x1d\x03\",\x15\x04\",\x19\x01\",\x17\x03\\/pull\\/2\",\x132}}",
+		"\x01Codertocat/Hello-World\x00Update the README with new information.\x00\x00\x05\"72d3162e-cc78-11e3-81ab-4c9367dc0958\"\x06\aopened\"\b\x02#2\"\v2019-05-15T15:20:33Z\"\f\x10PR #2 opened: \x04 (\x03)\"\x11{\"repo\":\"\x02\",\"number\":2,\"action\":\"opened\",\"title\":\"\x04\",\x13\x02/pull/2\",\"author\":\"Codertocat\",\"head\":\"ec26c3e57ca3a959ca5aad62de7213c562f8c821\",\"base\":\"master\",\"state\":\"open\",\x15\"bug\"]}}",
+		"\x01Codertocat/Hello-World\x00Update the README with new information.\x00ec26c3e57ca3a959ca5aad62de7213c562f8c821\x00\x05\"pr\\/2\\/ready\\/\x01\"\x06\aready\"\b\x02#2\"\v2026-12-05T03:35:46.137549154Z\"\f\x10PR #2 ready: \x04 (\x03)\"\x11{\"repo\":\"\x03\",\"title\":\"\x04\",\"head\":\"\x01\",\x14\x03\\/pull\\/2\",\"number\":2}}",
 	},
 }
 

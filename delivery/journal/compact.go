@@ -18,7 +18,7 @@ const compactMark = 0x01
 
 // Tokens of the compact entry and what they stand for; 0x01–0x04 are the
 // sha, the repository (plain, and with '/' escaped as cjson writes it)
-// and the title, given by the entry's header. 0x13–0x1f are journal.lua's
+// and the title, given by the entry's header. 0x13–0x15 are journal.lua's
 // WG_DATA.
 var compactTokens = [0x20]string{
 	0x05: `{"id":`,
@@ -32,19 +32,9 @@ var compactTokens = [0x20]string{
 	0x10: `,"summary":"`,
 	0x11: `,"data":`,
 	0x12: `,"type":"github.`,
-	0x13: `"number":`,
-	0x14: `"action":"`,
-	0x15: `"title":"`,
-	0x16: `"url":"https://github.com/`,
-	0x17: `"url":"https:\/\/github.com\/`,
-	0x18: `"author":"`,
-	0x19: `"head":"`,
-	0x1a: `"base":"`,
-	0x1b: `"state":"`,
-	0x1c: `"draft":false,"merged":false,"labels":[`,
-	0x1d: `"repo":"`,
-	0x1e: `"sha":"`,
-	0x1f: `"pull_requests":[`,
+	0x13: `"url":"https://github.com/`,
+	0x14: `"url":"https:\/\/github.com\/`,
+	0x15: `"draft":false,"merged":false,"labels":[`,
 }
 
 var errCompact = errors.New("malformed compact entry")

@@ -49,18 +49,18 @@ func TestCompactEntry(t *testing.T) {
 			Time: "2019-05-15T15:20:33Z", Priority: "attention", Summary: summary, Data: data}
 	}
 	cases := map[string]luaEvent{
-		"opened":         pr("github.pull_request.opened", "PR #2 opened: Fix it (o/r)", opened),
-		"ready, cjson":   pr("github.pull_request.ready", `PR #2 ready: Fix it (o/r)`, `{"repo":"o\/r","title":"Fix it","url":"https:\/\/github.com\/o\/r\/pull\/2","number":2}`),
+		"opened":       pr("github.pull_request.opened", "PR #2 opened: Fix it (o/r)", opened),
+		"ready, cjson": pr("github.pull_request.ready", `PR #2 ready: Fix it (o/r)`, `{"repo":"o\/r","title":"Fix it","url":"https:\/\/github.com\/o\/r\/pull\/2","number":2}`),
 		"ready, sha id": {ID: "pr/2/ready/ec26c3e57ca3a959ca5aad62de7213c562f8c821", Source: "//github.com/o/r", Type: "github.pull_request.ready",
 			Subject: "github:o/r#2", Time: "2026-12-05T03:34:46.137549154Z", Priority: "attention", Summary: "PR #2 ready: Fix it (o/r)",
 			Data: `{"repo":"o\/r","title":"Fix it","head":"ec26c3e57ca3a959ca5aad62de7213c562f8c821","url":"https:\/\/github.com\/o\/r\/pull\/2","number":2,"failed":["a"]}`},
 		"every data token": pr("github.pull_request.opened", "PR #2 opened: Fix it (o/r)",
 			`{"repo":"o/r","number":2,"action":"opened","title":"Fix it","url":"https://github.com/o/r/pull/2","author":"me","head":"ec26","base":"main","state":"open","draft":false,"merged":false,"labels":["bug"],"sha":"ec26","pull_requests":[2],"u2":"https:\/\/github.com\/x"}`),
 		"hex id, not a sha": pr("github.pull_request.opened", "PR #2 opened: Fix it (o/r)", `{"a":"ec26c3e57ca3a959ca5aad62de7213c562f8c82"}`),
-		"title has repo": pr("github.pull_request.opened", "PR #2 opened: move o/r to o/r2 (o/r)", `{"repo":"o/r","title":"move o/r to o/r2","t2":"move o\/r to o\/r2"}`),
-		"repo in title":  pr("github.pull_request.opened", "PR #2 opened: o/r (o/r)", `{"repo":"o/r","title":"o/r"}`),
-		"escapes":        pr("github.pull_request.opened", "PR #2 opened: \"quoted\" <b>é</b> \u2028 \\ tab\t (o/r)", `{"title":"\"quoted\" \u003cb\u003e\u00e9\u003c/b\u003e \u2028 \\ tab\t","x":"\u0001"}`),
-		"short title":    pr("github.pull_request.opened", "PR #2 opened: a (o/r)", `{"title":"a"}`),
+		"title has repo":    pr("github.pull_request.opened", "PR #2 opened: move o/r to o/r2 (o/r)", `{"repo":"o/r","title":"move o/r to o/r2","t2":"move o\/r to o\/r2"}`),
+		"repo in title":     pr("github.pull_request.opened", "PR #2 opened: o/r (o/r)", `{"repo":"o/r","title":"o/r"}`),
+		"escapes":           pr("github.pull_request.opened", "PR #2 opened: \"quoted\" <b>é</b> \u2028 \\ tab\t (o/r)", `{"title":"\"quoted\" \u003cb\u003e\u00e9\u003c/b\u003e \u2028 \\ tab\t","x":"\u0001"}`),
+		"short title":       pr("github.pull_request.opened", "PR #2 opened: a (o/r)", `{"title":"a"}`),
 		"no summary": pr("github.pull_request.closed", "", `{ "spaced" :	[1, 2]
 }`),
 		"no data": pr("github.pull_request.ready", "PR #2 ready: Fix it (o/r)", ""),

@@ -130,11 +130,11 @@ func (j *Journal) LegacyDedupKey(shard int, source, id string) string {
 	return j.Keys(shard).Eid(source, id)
 }
 
-// period is how long one hash of dedup markers takes appends: a third of
-// the retention, whole seconds (wg_config).
+// period is how long one hash of dedup markers takes appends: half the
+// retention, whole seconds (wg_config).
 func (j *Journal) period() int64 {
 	ttl := int64(j.cfg.Retention / time.Second)
-	return max((ttl+2)/3, 1)
+	return max((ttl+1)/2, 1)
 }
 
 // marker is where (source, id)'s dedup marker of a period is: its hash
@@ -145,15 +145,15 @@ type marker struct {
 }
 
 // markers lists the hashes (source, id)'s marker may be in at now, newest
-// first, with its field: the 4 periods Lua reads, one more on each side
+// first, with its field: the 3 periods Lua reads, one more on each side
 // for a clock of this process that differs from Redis's.
 func (j *Journal) markers(shard int, source, id string, now time.Time) ([]marker, string) {
 	sum := sha1.Sum([]byte(source + "\x00" + id))
 	xx := hex.EncodeToString(sum[:1])
 	p := j.period()
 	cur := now.Unix() - now.Unix()%p
-	out := make([]marker, 0, 6)
-	for k := int64(-1); k <= 4; k++ {
+	out := make([]marker, 0, 5)
+	for k := int64(-1); k <= 3; k++ {
 		start := cur - k*p
 		out = append(out, marker{start, j.Keys(shard).Markers(start, xx)})
 	}

@@ -30,11 +30,11 @@
 -- Dedup markers (docs/design.md §2, "The dedup window"): the marker of
 -- (source, id) is field sha1(source NUL id) (20 bytes) of the hash
 -- "<tag>:em:<start>:<xx>" (keyspace.Shard.Markers): start is the period
--- (ceil(ttl / 3) seconds, Redis's clock) the append fell in, xx the first
+-- (ceil(ttl / 2) seconds, Redis's clock) the append fell in, xx the first
 -- byte of the sha1 in hex (256 hashes per period, so none grows huge);
 -- the hash expires at start + period + ttl. Its value is the stream id,
 -- as the milliseconds after start when its sequence is 0, else whole.
--- A lookup reads the 4 hashes whose period may still be kept, then the
+-- A lookup reads the 3 hashes whose period may still be kept, then the
 -- previous version's key "<tag>:eid:<sha1 hex>".
 --
 -- Keys it touches are all under tag, the shard's hash tag: "<tag>:journal",
@@ -45,9 +45,10 @@
 
 local wg_ttl, wg_maxlen, wg_notify, wg_period, wg_now
 local wg_published = {}
+local wg_expiring = {} -- marker hashes this call gave their expiry
 local function wg_config(ttl, maxlen, notify)
   wg_ttl = tonumber(ttl); wg_maxlen = tonumber(maxlen); wg_notify = notify
-  wg_period = math.ceil(wg_ttl / 3)
+  wg_period = math.ceil(wg_ttl / 2)
 end
 -- wg_eid is the previous version's marker of (source, id) in the shard of
 -- tag (keyspace.Shard.Eid builds the same name).
@@ -85,7 +86,7 @@ local function wg_start()
 end
 local function wg_find(tag, hex, f, xx)
   local cur = wg_start()
-  for k = 0, 3 do
+  for k = 0, 2 do
     local start = cur - k * wg_period
     local v = redis.call('HGET', wg_markers(tag, start, xx), f)
     if v then
@@ -111,7 +112,10 @@ local function wg_append(tag, ev, ws, source, id)
     if d >= 0 then v = string.format('%d', d) end
   end
   redis.call('HSET', mk, f, v)
-  redis.call('EXPIREAT', mk, start + wg_period + wg_ttl, 'NX')
+  if not wg_expiring[mk] then
+    wg_expiring[mk] = true
+    redis.call('EXPIREAT', mk, start + wg_period + wg_ttl, 'NX')
+  end
   -- One message per (workspace, shard) per script call: subscribers
   -- receive it only once the script has ended, so it announces every
   -- entry this call appends there (a batch appends hundreds).
@@ -152,7 +156,10 @@ local function wg_sub(s, needle, tok)
   if needle == '' then return s end
   local i = string.find(s, needle, 1, true)
   if not i then return s end
-  local out, pos, n = {}, 1, #needle
+  local n = #needle
+  local j = string.find(s, needle, i + n, true)
+  if not j then return string.sub(s, 1, i - 1) .. tok .. string.sub(s, i + n) end
+  local out, pos = {}, 1
   while i do
     out[#out + 1] = string.sub(s, pos, i - 1)
     out[#out + 1] = tok
@@ -165,14 +172,13 @@ end
 -- wg_tail is a string's JSON without its opening quote.
 local function wg_tail(v) return string.sub(cjson.encode(v), 2) end
 local WG_PRIORITY = { attention = '\12', info = '\14', critical = '\15' }
--- WG_DATA are the data's member names (and values) common in GitHub
--- events, each followed by its token (journal.compactTokens 0x13–0x1f).
+-- WG_DATA are the longest runs of member names and values common in a
+-- GitHub event's data, each followed by its token (journal.compactTokens
+-- 0x13–0x15). Only these three: every further plain find costs about a
+-- microsecond of Redis per entry (docs/performance.md).
 local WG_DATA = {
-  '"number":', '\19', '"action":"', '\20', '"title":"', '\21',
-  '"url":"https://github.com/', '\22', '"url":"https:\\/\\/github.com\\/', '\23',
-  '"author":"', '\24', '"head":"', '\25', '"base":"', '\26',
-  '"state":"', '\27', '"draft":false,"merged":false,"labels":[', '\28',
-  '"repo":"', '\29', '"sha":"', '\30', '"pull_requests":[', '\31',
+  '"url":"https://github.com/', '\19', '"url":"https:\\/\\/github.com\\/', '\20',
+  '"draft":false,"merged":false,"labels":[', '\21',
 }
 -- wg_entry: the compact entry of an event about a GitHub subject
 -- (docs/design.md §14 "Journal entries"): "\1", the repository, "\0", the
@@ -180,9 +186,11 @@ local WG_DATA = {
 -- that ends the id ("" for none), "\0", then the event's JSON with its
 -- envelope's member names, the repository (plain: \2; '/' escaped: \3),
 -- the title (\4), the sha (\1) and WG_DATA as the one-byte tokens of
--- journal.expand. Any other subject: wg_json.
+-- journal.expand. The envelope is written with its tokens in place; the
+-- data is searched for each (plain finds). Any other subject: wg_json.
 local function wg_entry(e)
-  local repo = string.match(e.subject, '^github:([%w%._%-/]+)[#@]')
+  local subject = e.subject
+  local repo = string.match(subject, '^github:([%w%._%-/]+)[#@]')
   if not repo then return wg_json(e) end
   local resc = string.gsub(repo, '/', '\\/')
   local summary, title = nil, ''
@@ -196,18 +204,21 @@ local function wg_entry(e)
         if not k then break end
         b = k
       end
-      if b and b - a > 6 then title = string.sub(summary, a + 2, b - 1) end
+      if b and b - a > 6 then
+        title = string.sub(summary, a + 2, b - 1)
+        local tail = string.sub(summary, b)
+        if tail == ' (' .. resc .. ')"' then tail = ' (\3)"' end
+        summary = string.sub(summary, 1, a + 1) .. '\4' .. tail
+      end
     end
   end
-  local sha = string.sub(e.id, -40)
-  if #sha ~= 40 or not string.find(sha, '^%x+$') then sha = '' end
-  local function squeeze(v)
-    v = wg_sub(v, title, '\4')
-    v = wg_sub(v, sha, '\1')
-    v = wg_sub(v, resc, '\3')
-    return wg_sub(v, repo, '\2')
+  local id, sha = e.id, string.sub(e.id, -40)
+  if #sha == 40 and string.find(sha, '^%x+$') then
+    id = string.sub(cjson.encode(string.sub(id, 1, -41)), 1, -2) .. '\1"'
+  else
+    sha, id = '', cjson.encode(id)
   end
-  local p = { '\1', repo, '\0', title, '\0', sha, '\0', '\5', squeeze(cjson.encode(e.id)) }
+  local p = { '\1', repo, '\0', title, '\0', sha, '\0', '\5', id }
   if e.source == '//github.com/' .. repo then
     p[#p + 1] = '\6'
   else
@@ -220,19 +231,23 @@ local function wg_entry(e)
   else
     p[#p + 1] = ',"type":' .. cjson.encode(e.type)
   end
-  p[#p + 1] = '\8' .. squeeze(wg_tail(string.sub(e.subject, 8)))
+  p[#p + 1] = '\8\2' .. wg_tail(string.sub(subject, 8 + #repo))
   p[#p + 1] = '\11' .. wg_tail(e.time)
   if e.sessionid and e.sessionid ~= '' then p[#p + 1] = ',"sessionid":' .. cjson.encode(e.sessionid) end
   if e.priority and e.priority ~= '' then
     p[#p + 1] = WG_PRIORITY[e.priority] or (',"priority":' .. cjson.encode(e.priority))
   end
-  if e.coalescekey and e.coalescekey ~= '' and e.coalescekey ~= e.subject then
+  if e.coalescekey and e.coalescekey ~= '' and e.coalescekey ~= subject then
     p[#p + 1] = ',"coalescekey":' .. cjson.encode(e.coalescekey)
   end
   if e.terminal then p[#p + 1] = ',"terminal":true' end
-  if summary then p[#p + 1] = '\16' .. squeeze(summary) end
-  if e.data and e.data ~= '' then
-    local d = squeeze(e.data)
+  if summary then p[#p + 1] = '\16' .. summary end
+  local d = e.data
+  if d and d ~= '' then
+    d = wg_sub(d, title, '\4')
+    d = wg_sub(d, sha, '\1')
+    d = wg_sub(d, resc, '\3')
+    d = wg_sub(d, repo, '\2')
     for i = 1, #WG_DATA, 2 do d = wg_sub(d, WG_DATA[i], WG_DATA[i + 1]) end
     p[#p + 1] = '\17' .. d
   end

@@ -45,7 +45,7 @@ func TestDedupMarkers(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	period := int64(retention/time.Second) / 3
+	period := int64(retention/time.Second) / 2
 	start := tm.Unix() - tm.Unix()%period
 	key, field := markerOf(j, shard, start, e.Source, e.ID)
 	v, err := rdb.HGet(ctx, key, field).Result()
@@ -78,14 +78,14 @@ func TestDedupMarkers(t *testing.T) {
 	}
 }
 
-// TestDedupMarkersOfEarlierPeriods: a marker three periods old (the oldest
+// TestDedupMarkersOfEarlierPeriods: a marker two periods old (the oldest
 // a hash may still hold) is honoured, by appends (the agent commit's and
 // the tracker's use the same Lua) and readers, whatever form its value
-// has; one four periods old is past the window and is not looked for.
+// has; one three periods old is past the window and is not looked for.
 func TestDedupMarkersOfEarlierPeriods(t *testing.T) {
 	backends(t, func(t *testing.T, rdb redis.UniversalClient, prefix string) {
 		ctx := context.Background()
-		const retention = 3 * time.Hour // periods of an hour
+		const retention = 2 * time.Hour // periods of an hour
 		j := journal.New(rdb, journal.Config{Prefix: prefix, Shards: 2, Retention: retention})
 		now := time.Now().Unix()
 		cur := now - now%3600
@@ -95,9 +95,9 @@ func TestDedupMarkersOfEarlierPeriods(t *testing.T) {
 			value   string
 			want    string // the stream id found; "" = appended anew
 		}{
-			{"old-1", 3, "5", strconv.FormatInt((cur-3*3600)*1000+5, 10) + "-0"},
-			{"old-2", 2, "1700000000000-3", "1700000000000-3"},
-			{"old-3", 4, "5", ""},
+			{"old-1", 2, "5", strconv.FormatInt((cur-2*3600)*1000+5, 10) + "-0"},
+			{"old-2", 1, "1700000000000-3", "1700000000000-3"},
+			{"old-3", 3, "5", ""},
 		} {
 			e := ev("ws", "session:s", c.id)
 			shard := j.ShardOf(e.Workspace, e.Subject)
