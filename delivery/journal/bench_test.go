@@ -1,12 +1,58 @@
 package journal_test
 
 import (
+	"context"
+	_ "embed"
+	"encoding/json"
 	"testing"
 
 	"github.com/redis/go-redis/v9"
 
 	"github.com/wakegate/wakegate/delivery/journal"
+	"github.com/wakegate/wakegate/delivery/keyspace"
+	"github.com/wakegate/wakegate/delivery/redistest"
 )
+
+//go:embed testdata/entry_loop.lua
+var entryLoopLua string
+
+// BenchmarkEntryLua: Redis's time to render a delivery's two events
+// (pull_request.opened, 28 KB example, and its ready) as the PR tracker
+// wrote them before (JSON, wg_json) and as compact entries (wg_entry), in
+// a loop of 1,000 inside one script call so that the script call itself
+// weighs nothing; ns/op is per delivery:
+// go test -run '^$' -bench EntryLua ./delivery/journal
+func BenchmarkEntryLua(b *testing.B) {
+	ctx := context.Background()
+	rdb, prefix := redistest.New(b)
+	j := journal.New(rdb, journal.Config{Prefix: prefix, Shards: 1})
+	script := redis.NewScript(keyspace.Join(journal.AppendLua, entryLoopLua))
+	pr := func(id, typ, tm, summary, data string) string {
+		in, _ := json.Marshal(luaEvent{ID: id, Source: "//github.com/Codertocat/Hello-World", Type: typ,
+			Subject: "github:Codertocat/Hello-World#123456", Time: tm, Priority: "attention", Summary: summary, Data: data})
+		return string(in)
+	}
+	opened := pr("72d3162e-cc78-11e3-81ab-4c9367dc0958", "github.pull_request.opened", "2019-05-15T15:20:33Z",
+		"PR #123456 opened: Update the README with new information. (Codertocat/Hello-World)",
+		`{"repo":"Codertocat/Hello-World","number":123456,"action":"opened","title":"Update the README with new information.","url":"https://github.com/Codertocat/Hello-World/pull/123456","author":"Codertocat","head":"ec26c3e57ca3a959ca5aad62de7213c562f8c821","base":"master","state":"open","draft":false,"merged":false,"labels":["bug"]}`)
+	ready := pr("pr/123456/ready/ec26c3e57ca3a959ca5aad62de7213c562f8c821", "github.pull_request.ready", "2026-12-05T03:35:46.137549154Z",
+		"PR #123456 ready: Update the README with new information. (Codertocat/Hello-World)",
+		`{"repo":"Codertocat\/Hello-World","title":"Update the README with new information.","head":"ec26c3e57ca3a959ca5aad62de7213c562f8c821","url":"https:\/\/github.com\/Codertocat\/Hello-World\/pull\/123456","number":123456}`)
+	for _, form := range []string{"json", "entry"} {
+		b.Run(form, func(b *testing.B) {
+			var bytes int64
+			for b.Loop() {
+				n, err := script.Run(ctx, rdb, []string{j.StreamKey(0)}, opened, ready, 1000, form).Int64()
+				if err != nil {
+					b.Fatal(err)
+				}
+				bytes = n / 1000
+			}
+			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/1000, "ns/delivery")
+			b.ReportMetric(float64(bytes), "B/delivery")
+		})
+	}
+}
 
 // The entries of a pull_request.opened delivery and its ready, as the PR
 // tracker wrote them before the compact entry (JSON) and as it writes
