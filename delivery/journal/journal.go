@@ -149,15 +149,15 @@ type marker struct {
 // for a clock of this process that differs from Redis's.
 func (j *Journal) markers(shard int, source, id string, now time.Time) ([]marker, string) {
 	sum := sha1.Sum([]byte(source + "\x00" + id))
-	xx := hex.EncodeToString(sum[:1])
+	h := hex.EncodeToString(sum[:11])
 	p := j.period()
 	cur := now.Unix() - now.Unix()%p
 	out := make([]marker, 0, 5)
 	for k := int64(-1); k <= 3; k++ {
 		start := cur - k*p
-		out = append(out, marker{start, j.Keys(shard).Markers(start, xx)})
+		out = append(out, marker{start, j.Keys(shard).Markers(start, h[:2])})
 	}
-	return out, string(sum[:])
+	return out, h[2:22]
 }
 
 // markerSID is the stream id a marker's value names (wg_append).

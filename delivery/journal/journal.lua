@@ -27,11 +27,12 @@
 --     DeathWatch) in "<tag>:term:<ws>:<subject>", kept 30 days: callers
 --     call it after appending a terminal event.
 --
--- Dedup markers (docs/design.md §2, "The dedup window"): the marker of
--- (source, id) is field sha1(source NUL id) (20 bytes) of the hash
--- "<tag>:em:<start>:<xx>" (keyspace.Shard.Markers): start is the period
--- (ceil(ttl / 2) seconds, Redis's clock) the append fell in, xx the first
--- byte of the sha1 in hex (256 hashes per period, so none grows huge);
+-- Dedup markers (docs/design.md §2, "The dedup window"): with h the hex
+-- sha1(source NUL id), the marker of (source, id) is field h[3..22] (80
+-- bits, 20 bytes: no binary conversion in Lua) of the hash
+-- "<tag>:em:<start>:<h[1..2]>" (keyspace.Shard.Markers): start is the
+-- period (ceil(ttl / 2) seconds, Redis's clock) the append fell in (256
+-- hashes per period and shard, so none grows huge);
 -- the hash expires at start + period + ttl. Its value is the stream id,
 -- as the milliseconds after start when its sequence is 0, else whole.
 -- A lookup reads the 3 hashes whose period may still be kept, then the
@@ -60,24 +61,11 @@ end
 local function wg_markers(tag, start, xx)
   return tag .. ':em:' .. string.format('%d', start) .. ':' .. xx
 end
--- wg_bin turns 40 hex digits into their 20 bytes (5 numbers of 32 bits:
--- no function call per byte).
-local function wg_bin(hex)
-  local b = {}
-  for i = 0, 4 do
-    local v = tonumber(string.sub(hex, i * 8 + 1, i * 8 + 8), 16)
-    local b3 = v % 256; v = (v - b3) / 256
-    local b2 = v % 256; v = (v - b2) / 256
-    local b1 = v % 256
-    b[#b + 1] = (v - b1) / 256; b[#b + 1] = b1; b[#b + 1] = b2; b[#b + 1] = b3
-  end
-  return string.char(unpack(b))
-end
 -- wg_key is where (source, id)'s marker goes or is looked for: its hex
--- sha1, the field and the sub-bucket.
+-- sha1, the field (hex digits 3–22) and the sub-bucket (digits 1–2).
 local function wg_key(source, id)
   local hex = redis.sha1hex(source .. '\0' .. id)
-  return hex, wg_bin(hex), string.sub(hex, 1, 2)
+  return hex, string.sub(hex, 3, 22), string.sub(hex, 1, 2)
 end
 -- wg_start is the period of now on Redis's clock (read once per call).
 local function wg_start()

@@ -19,8 +19,8 @@ import (
 // markerOf is where journal.lua keeps (source, id)'s marker of the period
 // starting at start (docs/design.md §2, "The dedup window").
 func markerOf(j *journal.Journal, shard int, start int64, source, id string) (key, field string) {
-	sum := sha1.Sum([]byte(source + "\x00" + id))
-	return j.Keys(shard).Markers(start, hex.EncodeToString(sum[:1])), string(sum[:])
+	h := hex.EncodeToString(func() []byte { s := sha1.Sum([]byte(source + "\x00" + id)); return s[:] }())
+	return j.Keys(shard).Markers(start, h[:2]), h[2:22]
 }
 
 // TestDedupMarkers: an append leaves its (source, id) marker as a field of

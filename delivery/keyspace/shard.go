@@ -36,9 +36,8 @@ func (s Shard) Eid(source, id string) string {
 }
 
 // Markers is the hash of the dedup markers of (source, id)s appended in
-// the period starting at start (Unix seconds) whose sha1 begins with the
-// byte xx (two hex digits): wg_markers, docs/design.md §2 "The dedup
-// window".
+// the period starting at start (Unix seconds) whose hex sha1 begins with
+// xx (two digits): wg_markers, docs/design.md §2 "The dedup window".
 func (s Shard) Markers(start int64, xx string) string {
 	return string(s) + ":em:" + strconv.FormatInt(start, 10) + ":" + xx
 }
