@@ -178,6 +178,10 @@ local WG_DATA = {
 -- data is searched for each (plain finds). Any other subject: wg_json.
 local function wg_entry(e)
   local subject = e.subject
+  if type(subject) ~= 'string' or type(e.id) ~= 'string' or type(e.type) ~= 'string'
+    or type(e.time) ~= 'string' or type(e.source) ~= 'string' then
+    return wg_json(e)
+  end
   local repo = string.match(subject, '^github:([%w%._%-/]+)[#@]')
   if not repo then return wg_json(e) end
   local resc = string.gsub(repo, '/', '\\/')
