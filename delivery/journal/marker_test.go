@@ -13,7 +13,6 @@ import (
 
 	"github.com/wakegate/wakegate/delivery/journal"
 	"github.com/wakegate/wakegate/delivery/redistest"
-	"github.com/wakegate/wakegate/providers/event"
 )
 
 // markerOf is where journal.lua keeps (source, id)'s marker of the period
@@ -158,5 +157,3 @@ func TestLegacyMarkersHonoured(t *testing.T) {
 		}
 	})
 }
-
-var _ = event.SpecVersion
