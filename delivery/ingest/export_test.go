@@ -86,3 +86,57 @@ func (s *Store) ObjectKeys(shard int, body []byte) []string {
 
 // ShardOf is the ingest shard of a repository.
 func (s *Store) ShardOf(repo string) int { return s.shardOf(repo) }
+
+// commitV2Script is what the v2 commit script wrote for the dedup, as it
+// was: the raw record, the ingest record and the body marker
+// "<in>:bm:<sha256(repo, body)[:16]>" (no shared objects: a test of the
+// markers only).
+var commitV2Script = redis.NewScript(`
+local ttl = tonumber(ARGV[1])
+local seen = redis.call('MGET', KEYS[1], KEYS[2])
+if seen[1] then return {1, ''} end
+if seen[2] then return {2, ''} end
+redis.call('SET', KEYS[1], ARGV[2], 'EX', ttl, 'NX')
+local id = redis.call('XADD', KEYS[3], 'MAXLEN', '~', ARGV[3], '*', 'g', ARGV[4], 'h', ARGV[5], 'r', '0')
+redis.call('SET', KEYS[2], '1', 'EX', ttl, 'NX')
+return {0, id}
+`)
+
+// CommitV2Markers commits a delivery's dedup as the v2 code did (its raw
+// record is written whole, without objects: not to be read back).
+func (s *Store) CommitV2Markers(ctx context.Context, d *Delivery) (Outcome, error) {
+	shard := s.shardOf(d.Repo)
+	tag := s.Tag(shard)
+	h := sha256.New()
+	h.Write([]byte(d.Repo + "\x00"))
+	h.Write(d.Body)
+	keys := []string{rawKey(tag, d.GUID, d.Hook), tag + ":bm:" + hex.EncodeToString(h.Sum(nil)[:16]), s.StreamKey(shard)}
+	cfg := s.j.Config()
+	res, err := commitV2Script.Run(ctx, s.rdb, keys, int64(cfg.Retention/time.Second), d.Body, maxLen(cfg), d.GUID, d.Hook).Slice()
+	if err != nil {
+		return 0, err
+	}
+	code, _ := res[0].(int64)
+	return Outcome(code), nil
+}
+
+// LegacyMarkers reports whether a commit into shard now looks for the
+// body markers of before.
+func (s *Store) LegacyMarkers(shard int, now time.Time) bool {
+	return s.legacyMarkers(shard, now.UnixMilli())
+}
+
+// LegacyMarkerSlack is legacyMarkerSlack.
+const LegacyMarkerSlack = legacyMarkerSlack
+
+// AgeKnown makes the object TTLs this process gave look d older.
+func (s *Store) AgeKnown(d time.Duration) {
+	s.known.mu.Lock()
+	for k, t := range s.known.m {
+		s.known.m[k] = t - d
+	}
+	s.known.mu.Unlock()
+}
+
+// ObjectRefresh is objectRefresh.
+const ObjectRefresh = objectRefresh

@@ -21,7 +21,7 @@ func TestStoredRecordsStillDecode(t *testing.T) {
 	d := &Delivery{GUID: "g1", Event: "pull_request", Hook: "42", ContentType: "application/json",
 		Repo: "Codertocat/Hello-World", Workspace: "ws", Body: body, Received: time.UnixMilli(1700000000123).UTC()}
 	if os.Getenv("WAKEGATE_UPDATE_GOLDEN") == "1" {
-		v2, _, err := encodeRaw(d, nil)
+		v2, _, _, err := encodeRaw(d, nil)
 		if err != nil {
 			t.Fatal(err)
 		}

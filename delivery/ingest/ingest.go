@@ -19,6 +19,7 @@ import (
 	"errors"
 	"fmt"
 	"hash/fnv"
+	"strconv"
 	"sync"
 	"time"
 	"unsafe"
@@ -37,6 +38,7 @@ type Store struct {
 
 	known  keySet      // shared objects this process has seen stored (their keys)
 	loaded objectCache // shared objects read back, by hash (immutable)
+	epochs sync.Map    // ingest shard → until when (unix ms) body markers of before are looked for; 0: never
 }
 
 // New returns a store committing into the journal j's Redis layout.
@@ -107,7 +109,7 @@ var commitDeliveryScript = keyspace.NewScript("delivery/ingest/commit_delivery.l
 func (s *Store) CommitDelivery(ctx context.Context, d *Delivery) (Outcome, error) {
 	buf := recPool.Get().(*[]byte)
 	defer recPool.Put(buf)
-	rec, objs, err := encodeRaw(d, (*buf)[:0])
+	rec, objs, mark, err := encodeRaw(d, (*buf)[:0])
 	if err != nil {
 		return 0, err
 	}
@@ -116,14 +118,21 @@ func (s *Store) CommitDelivery(ctx context.Context, d *Delivery) (Outcome, error
 	}
 	shard := s.shardOf(d.Repo)
 	tag := s.Tag(shard)
-	h := sha256.New()
-	h.Write([]byte(d.Repo + "\x00"))
-	h.Write(d.Body)
-	sum := h.Sum(nil)
 	raw := rawKey(tag, d.GUID, d.Hook)
 	in := keyspace.IngestShard(tag)
-	keys := make([]string, 5, 5+len(objs))
-	keys[0], keys[1], keys[2], keys[3], keys[4] = raw, in.BodyMarker(hex.EncodeToString(sum[:16])), raw, s.StreamKey(shard), in.Body(hex.EncodeToString(sum))
+	keys := make([]string, 7, 7+len(objs))
+	bs := in.StoredBodyMarker(hex.EncodeToString(mark[:]))
+	keys[0], keys[1], keys[2], keys[3], keys[4], keys[5], keys[6] = raw, bs, raw, s.StreamKey(shard), bs, bs, in.MarkerEpoch()
+	now := time.Now().UnixMilli()
+	if s.legacyMarkers(shard, now) {
+		// markers of before the stored-form marker may still be there: the
+		// body's own SHA-256 names them (docs/design.md §14)
+		h := sha256.New()
+		h.Write([]byte(d.Repo + "\x00"))
+		h.Write(d.Body)
+		sum := h.Sum(nil)
+		keys[4], keys[5] = in.Body(hex.EncodeToString(sum)), in.BodyMarker(hex.EncodeToString(sum[:16]))
+	}
 	cfg := s.j.Config()
 	derive, fact := "0", []byte(nil)
 	if d.Ignored == "" {
@@ -133,16 +142,25 @@ func (s *Store) CommitDelivery(ctx context.Context, d *Delivery) (Outcome, error
 	if d.Replay {
 		replay = "1"
 	}
-	args := make([]any, 10, 10+len(objs))
+	const nargs = 12
+	args := make([]any, nargs, nargs+len(objs))
 	args[0], args[1], args[2], args[3], args[4] = int64(cfg.Retention/time.Second), rec, replay, d.GUID, d.Hook
 	args[5], args[6], args[7], args[8], args[9] = derive, maxLen(cfg), fact, d.Workspace, len(objs)
-	for _, o := range objs {
+	args[10], args[11] = now, int64((cfg.Retention+objectSlack)/time.Second)
+	at := sinceEpoch()
+	refreshed := make([]bool, len(objs)) // this commit gives object i its TTL
+	for i, o := range objs {
 		k := objKey(tag, o.hex())
 		keys = append(keys, k)
-		if s.known.has(k) {
-			args = append(args, "")
-		} else {
+		switch t, ok := s.known.refreshed(k); {
+		case ok && at-t < objectRefresh:
+			args = append(args, "") // refreshed lately: only checked
+		case ok:
+			args = append(args, "+")
+			refreshed[i] = true
+		default:
 			args = append(args, encodeObject(o.data))
+			refreshed[i] = true
 		}
 	}
 	for attempt := 0; ; attempt++ {
@@ -150,13 +168,17 @@ func (s *Store) CommitDelivery(ctx context.Context, d *Delivery) (Outcome, error
 		if err != nil {
 			return 0, fmt.Errorf("commit delivery %s: %w", d.GUID, err)
 		}
+		if len(res) > 2 {
+			s.learnEpoch(shard, res[2], cfg.Retention)
+		}
 		code, _ := res[0].(int64)
 		if code == 3 && attempt == 0 {
 			// an object believed stored has expired (or Redis lost it): send them all
 			for i, o := range objs {
-				if args[10+i] == "" {
-					s.known.forget(keys[5+i])
-					args[10+i] = encodeObject(o.data)
+				if a, _ := args[nargs+i].(string); a == "" || a == "+" {
+					s.known.forget(keys[7+i])
+					args[nargs+i] = encodeObject(o.data)
+					refreshed[i] = true
 				}
 			}
 			continue
@@ -165,11 +187,62 @@ func (s *Store) CommitDelivery(ctx context.Context, d *Delivery) (Outcome, error
 			return 0, fmt.Errorf("commit delivery %s: shared object %v not stored", d.GUID, res[1])
 		}
 		if code == int64(Committed) {
-			s.known.add(keys[5:]...)
+			for i := range objs {
+				if refreshed[i] {
+					s.known.add(at, keys[7+i])
+				}
+			}
 		}
 		return Outcome(code), nil
 	}
 }
+
+// A shared object's TTL is the retention and objectSlack, and a process
+// that gave it that TTL checks only that it is there for objectRefresh
+// after (one EXISTS for all of a record's objects instead of an EXPIRE
+// each, none of them a write for the AOF): a record committed then
+// expires a retention after, while the object has at least objectSlack −
+// objectRefresh more (docs/design.md §14).
+const (
+	objectSlack   = 24 * time.Hour
+	objectRefresh = 12 * time.Hour
+)
+
+// legacyMarkers reports whether body markers written before the
+// stored-form marker may still be in shard at now (unix ms): until this
+// process has heard the shard's marker epoch from a commit, and then for
+// a retention and a day after it (docs/design.md §14).
+func (s *Store) legacyMarkers(shard int, now int64) bool {
+	v, ok := s.epochs.Load(shard)
+	if !ok {
+		return true
+	}
+	until := v.(int64)
+	return until != 0 && now < until
+}
+
+// learnEpoch remembers the shard's marker epoch as the commit script
+// answered it: "0" (a shard that had no ingest record when its first
+// stored-form marker was written: nothing of before to honour), else when
+// that was, in unix ms.
+func (s *Store) learnEpoch(shard int, v any, retention time.Duration) {
+	str, _ := v.(string)
+	ms, err := strconv.ParseInt(str, 10, 64)
+	if err != nil {
+		return
+	}
+	until := int64(0)
+	if ms > 0 {
+		until = ms + (retention + legacyMarkerSlack).Milliseconds()
+	}
+	s.epochs.Store(shard, until)
+}
+
+// legacyMarkerSlack is how long past a retention after the marker epoch
+// the markers of before are still looked for: a marker written by a
+// process of the previous version still running at the epoch (processes
+// are upgraded together, docs/design.md §14) or under a longer retention.
+const legacyMarkerSlack = 24 * time.Hour
 
 func maxLen(cfg journal.Config) int64 {
 	n := cfg.MaxLen / int64(cfg.Shards)

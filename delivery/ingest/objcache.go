@@ -1,35 +1,48 @@
 package ingest
 
-import "sync"
+import (
+	"sync"
+	"time"
+)
 
-// keySet is the set of shared objects' keys this process has seen stored,
-// so that a commit sends only their keys (the script refreshes their TTL,
-// and answers when one is gone). Bounded: past maxKnown it starts afresh,
-// which costs one commit per object its value again.
+// keySet is the shared objects' keys this process has seen stored, each
+// with when it last gave the object its TTL (docs/design.md §14): a
+// commit sends only the key of an object it refreshed lately (the script
+// checks it is there), the key and "+" when it is due for a refresh, and
+// the value of one it has not seen (the script stores it, or refreshes
+// it). Bounded: past maxKnown it starts afresh, which costs one commit
+// per object its value again.
 type keySet struct {
 	mu sync.RWMutex
-	m  map[string]struct{}
+	m  map[string]time.Duration // key → since keySetEpoch, monotonic
 }
 
 const maxKnown = 1 << 16
 
-func (k *keySet) has(key string) bool {
+// keySetEpoch is the origin of keySet's times (monotonic clock).
+var keySetEpoch = time.Now()
+
+func sinceEpoch() time.Duration { return time.Since(keySetEpoch) }
+
+// refreshed returns when this process last refreshed key's TTL, if it has.
+func (k *keySet) refreshed(key string) (time.Duration, bool) {
 	k.mu.RLock()
-	_, ok := k.m[key]
+	t, ok := k.m[key]
 	k.mu.RUnlock()
-	return ok
+	return t, ok
 }
 
-func (k *keySet) add(keys ...string) {
+// add records that the keys' TTLs were given at t.
+func (k *keySet) add(t time.Duration, keys ...string) {
 	if len(keys) == 0 {
 		return
 	}
 	k.mu.Lock()
 	if k.m == nil || len(k.m)+len(keys) > maxKnown {
-		k.m = make(map[string]struct{}, 1024)
+		k.m = make(map[string]time.Duration, 1024)
 	}
 	for _, key := range keys {
-		k.m[key] = struct{}{}
+		k.m[key] = t
 	}
 	k.mu.Unlock()
 }

@@ -117,14 +117,16 @@ func splitBody(body []byte, rest []byte) ([]byte, []object, [][2]int) {
 }
 
 // encodeRaw appends d's v2 record to out and returns the shared objects
-// it references (their data aliasing d.Body).
-func encodeRaw(d *Delivery, out []byte) ([]byte, []object, error) {
+// it references (their data aliasing d.Body) and the body's marker
+// (bodyMark).
+func encodeRaw(d *Delivery, out []byte) ([]byte, []object, [objHashLen]byte, error) {
 	restBuf := restPool.Get().(*[]byte)
 	defer restPool.Put(restBuf)
 	rest, objs, refs := splitBody(d.Body, (*restBuf)[:0])
 	if cap(rest) <= maxPooledRec {
 		*restBuf = rest[:0]
 	}
+	mark := bodyMark(d.Repo, len(d.Body), rest, objs, refs)
 	if need := 96 + len(d.Repo) + len(d.Workspace) + len(d.Ignored) + len(objs)*objHashLen + len(refs)*4 + len(rest)/6; cap(out) < need {
 		out = make([]byte, 0, need)
 	}
@@ -146,7 +148,48 @@ func encodeRaw(d *Delivery, out []byte) ([]byte, []object, error) {
 		out = binary.AppendUvarint(out, uint64(r[1]))
 		prev = r[0]
 	}
-	return zenc.EncodeAll(rest, out), objs, nil
+	return zenc.EncodeAll(rest, out), objs, mark, nil
+}
+
+// bodyMark is the body marker's hash (docs/design.md §3, §14): SHA-256 of
+// the repository and the body as it is stored — the objects' hashes, where
+// each goes back and the rest — which names the body as surely as hashing
+// the body itself (the objects' hashes are SHA-256 of their bytes, and the
+// split is a function of the body), while hashing the rest's 3.7 KB
+// instead of the body's 28 KB: the objects' hashes are the ones
+// splitBody has (remembered by hashes for objects seen lately). A
+// different split of the same body (a change to spans.Find) gives another
+// marker: such a change is a marker format change (MarkerEpoch).
+func bodyMark(repo string, bodyLen int, rest []byte, objs []object, refs [][2]int) [objHashLen]byte {
+	var hdr [256]byte
+	b := append(hdr[:0], "wg-bs1"...)
+	b = binary.AppendUvarint(b, uint64(len(repo)))
+	h := sha256.New()
+	h.Write(b)
+	h.Write([]byte(repo))
+	b = binary.AppendUvarint(hdr[:0], uint64(bodyLen))
+	b = binary.AppendUvarint(b, uint64(len(objs)))
+	for _, o := range objs {
+		if len(b)+objHashLen > cap(hdr) {
+			h.Write(b)
+			b = hdr[:0]
+		}
+		b = append(b, o.sum[:]...)
+	}
+	b = binary.AppendUvarint(b, uint64(len(refs)))
+	for _, r := range refs {
+		if len(b)+2*binary.MaxVarintLen64 > cap(hdr) {
+			h.Write(b)
+			b = hdr[:0]
+		}
+		b = binary.AppendUvarint(b, uint64(r[0]))
+		b = binary.AppendUvarint(b, uint64(r[1]))
+	}
+	h.Write(b)
+	h.Write(rest)
+	var full [sha256.Size]byte
+	h.Sum(full[:0])
+	return [objHashLen]byte(full[:objHashLen])
 }
 
 // encodeObject is an object as the object store keeps it: a zstd frame

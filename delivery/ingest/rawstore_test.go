@@ -230,3 +230,149 @@ func TestRawObjectKeepsItsRetention(t *testing.T) {
 		}
 	})
 }
+
+// TestRawDedupAcrossMarkers: a body committed by the v2 code (its marker
+// the SHA-256 of the body) is a duplicate for the current code, whose
+// marker hashes the stored form, while such markers may be there; a shard
+// that had no ingest stream at its first stored-form marker never looks
+// for them; and a retention and a day after the epoch they are no longer
+// looked for.
+func TestRawDedupAcrossMarkers(t *testing.T) {
+	backends(t, func(t *testing.T, rdb redis.UniversalClient, j *journal.Journal) {
+		ctx := context.Background()
+		d := ingest.Delivery{GUID: "g1", Event: "pull_request", Hook: "42", ContentType: "application/json",
+			Repo: "Codertocat/Hello-World", Workspace: "default", Body: fixture(t), Received: time.Unix(1700000000, 0)}
+		old := ingest.New(rdb, j)
+		if got, err := old.CommitV2Markers(ctx, &d); err != nil || got != ingest.Committed {
+			t.Fatalf("v2 commit: %v %v", got, err)
+		}
+		s := ingest.New(rdb, j)
+		shard := s.ShardOf(d.Repo)
+		if !s.LegacyMarkers(shard, time.Now()) {
+			t.Fatal("a process that has not heard the shard's epoch must look for the markers of before")
+		}
+		d2 := withGUID(d, "g2")
+		if got, err := s.CommitDelivery(ctx, &d2); err != nil || got != ingest.DuplicateBody {
+			t.Fatalf("same body after the upgrade: %v %v, want DuplicateBody", got, err)
+		}
+		// the epoch is now: the v2 markers are looked for a retention (and a day) on
+		if !s.LegacyMarkers(shard, time.Now().Add(j.Config().Retention)) {
+			t.Fatal("markers of before no longer looked for within the retention after the epoch")
+		}
+		if s.LegacyMarkers(shard, time.Now().Add(j.Config().Retention+ingest.LegacyMarkerSlack+time.Minute)) {
+			t.Fatal("markers of before still looked for past the retention and a day")
+		}
+		// a body committed by the current code: its own marker
+		d3 := withBody(withGUID(d, "g3"), append([]byte(" "), d.Body...))
+		if got, err := s.CommitDelivery(ctx, &d3); err != nil || got != ingest.Committed {
+			t.Fatalf("a new body: %v %v", got, err)
+		}
+		d4 := withGUID(d3, "g4")
+		if got, err := ingest.New(rdb, j).CommitDelivery(ctx, &d4); err != nil || got != ingest.DuplicateBody {
+			t.Fatalf("its replay: %v %v, want DuplicateBody", got, err)
+		}
+		// an epoch older than a retention and a day: v2 markers are not looked for
+		epochKey := s.Tag(shard) + ":bsepoch"
+		past := time.Now().Add(-j.Config().Retention - ingest.LegacyMarkerSlack - time.Hour).UnixMilli()
+		if err := rdb.Set(ctx, epochKey, fmt.Sprint(past), 0).Err(); err != nil {
+			t.Fatal(err)
+		}
+		d5 := withBody(withGUID(d, "g5"), append([]byte("  "), d.Body...))
+		if got, err := old.CommitV2Markers(ctx, &d5); err != nil || got != ingest.Committed {
+			t.Fatalf("v2 commit: %v %v", got, err)
+		}
+		late := ingest.New(rdb, j)
+		d6 := withGUID(d5, "g6")
+		if got, err := late.CommitDelivery(ctx, &d6); err != nil || got != ingest.DuplicateBody {
+			t.Fatalf("first commit of a process (it has not heard the epoch): %v %v, want DuplicateBody", got, err)
+		}
+		if late.LegacyMarkers(shard, time.Now()) {
+			t.Fatal("markers of before looked for past the epoch's retention and a day")
+		}
+	})
+}
+
+// TestRawMarkerEpochFresh: a shard whose first commit finds no ingest
+// record (a new deployment, whose workers have made the streams' consumer
+// groups) has no markers of before to look for.
+func TestRawMarkerEpochFresh(t *testing.T) {
+	backends(t, func(t *testing.T, rdb redis.UniversalClient, j *journal.Journal) {
+		ctx := context.Background()
+		s := ingest.New(rdb, j)
+		d := ingest.Delivery{GUID: "g1", Event: "pull_request", Hook: "42", ContentType: "application/json",
+			Repo: "Codertocat/Hello-World", Workspace: "default", Body: fixture(t), Received: time.Unix(1700000000, 0)}
+		if err := rdb.XGroupCreateMkStream(ctx, s.StreamKey(s.ShardOf(d.Repo)), "derive", "0").Err(); err != nil {
+			t.Fatal(err)
+		}
+		if got, err := s.CommitDelivery(ctx, &d); err != nil || got != ingest.Committed {
+			t.Fatalf("first: %v %v", got, err)
+		}
+		if v, err := rdb.Get(ctx, s.Tag(s.ShardOf(d.Repo))+":bsepoch").Result(); err != nil || v != "0" {
+			t.Fatalf("epoch of a fresh shard %q (%v), want 0", v, err)
+		}
+		if s.LegacyMarkers(s.ShardOf(d.Repo), time.Now()) {
+			t.Fatal("a fresh shard's commits look for markers of before")
+		}
+		d2 := withGUID(d, "g2")
+		if got, err := s.CommitDelivery(ctx, &d2); err != nil || got != ingest.DuplicateBody {
+			t.Fatalf("replay: %v %v, want DuplicateBody", got, err)
+		}
+	})
+}
+
+// TestRawObjectRefresh: a shared object is stored for the retention and a
+// day; a process that gave it that TTL lately only checks it is there,
+// and refreshes it again once it is due, so an object always outlives the
+// records committed.
+func TestRawObjectRefresh(t *testing.T) {
+	backends(t, func(t *testing.T, rdb redis.UniversalClient, j *journal.Journal) {
+		ctx := context.Background()
+		s := ingest.New(rdb, j)
+		body := fixture(t)
+		d := ingest.Delivery{GUID: "g1", Event: "pull_request", Hook: "42", ContentType: "application/json",
+			Repo: "Codertocat/Hello-World", Workspace: "default", Body: body, Received: time.Unix(1700000000, 0)}
+		if got, err := s.CommitDelivery(ctx, &d); err != nil || got != ingest.Committed {
+			t.Fatalf("first: %v %v", got, err)
+		}
+		retention := j.Config().Retention
+		keys := s.ObjectKeys(s.ShardOf(d.Repo), body)
+		for _, k := range keys {
+			if ttl, err := rdb.TTL(ctx, k).Result(); err != nil || ttl < retention+ingest.ObjectRefresh {
+				t.Fatalf("object %s TTL %v (%v), want the retention and more than %v", k, ttl, err, ingest.ObjectRefresh)
+			}
+			if err := rdb.Expire(ctx, k, time.Hour).Err(); err != nil {
+				t.Fatal(err)
+			}
+		}
+		// refreshed lately: checked only
+		d2 := withBody(withGUID(d, "g2"), append([]byte(" "), body...))
+		if got, err := s.CommitDelivery(ctx, &d2); err != nil || got != ingest.Committed {
+			t.Fatalf("second: %v %v", got, err)
+		}
+		if ttl, err := rdb.TTL(ctx, keys[0]).Result(); err != nil || ttl > time.Hour {
+			t.Fatalf("object TTL %v (%v) after a commit within %v of its refresh, want it left as it was", ttl, err, ingest.ObjectRefresh)
+		}
+		// due: refreshed
+		s.AgeKnown(ingest.ObjectRefresh + time.Minute)
+		d3 := withBody(withGUID(d, "g3"), append([]byte("  "), body...))
+		if got, err := s.CommitDelivery(ctx, &d3); err != nil || got != ingest.Committed {
+			t.Fatalf("third: %v %v", got, err)
+		}
+		for _, k := range keys {
+			if ttl, err := rdb.TTL(ctx, k).Result(); err != nil || ttl < retention+ingest.ObjectRefresh {
+				t.Fatalf("object %s TTL %v (%v) after a commit past its refresh, want it refreshed", k, ttl, err)
+			}
+		}
+		// refreshed lately again: a missing one is still noticed and stored
+		if err := rdb.Del(ctx, keys[len(keys)-1]).Err(); err != nil {
+			t.Fatal(err)
+		}
+		d4 := withBody(withGUID(d, "g4"), append([]byte("   "), body...))
+		if got, err := s.CommitDelivery(ctx, &d4); err != nil || got != ingest.Committed {
+			t.Fatalf("fourth: %v %v", got, err)
+		}
+		if got, err := ingest.New(rdb, j).Stored(ctx, "g4", "42"); err != nil || !bytes.Equal(got.Body, d4.Body) {
+			t.Fatalf("g4 back: %v", err)
+		}
+	})
+}

@@ -24,7 +24,7 @@ func FuzzRawRoundTrip(f *testing.F) {
 	f.Add([]byte(`{"assignees":[{"login":"` + string(bytes.Repeat([]byte("y"), 300)) + `"}, 1, "s"]}`))
 	f.Fuzz(func(t *testing.T, body []byte) {
 		d := &Delivery{GUID: "g", Hook: "h", Event: "e", Body: body, Received: time.UnixMilli(1)}
-		rec, objs, err := encodeRaw(d, nil)
+		rec, objs, _, err := encodeRaw(d, nil)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -83,7 +83,7 @@ func TestRawRoundTripMutated(t *testing.T) {
 			body = append(body[:min(a, b)], body[max(a, b):]...)
 		}
 		d := &Delivery{GUID: "g", Hook: "h", Event: "e", Body: body, Received: time.UnixMilli(1)}
-		rec, objs, err := encodeRaw(d, nil)
+		rec, objs, _, err := encodeRaw(d, nil)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -120,6 +120,15 @@ func (s IngestShard) Body(sumHex string) string { return string(s) + ":bh:" + su
 // bytes of its sha256).
 func (s IngestShard) BodyMarker(sum16Hex string) string { return string(s) + ":bm:" + sum16Hex }
 
+// StoredBodyMarker is the marker of a delivery's body by its stored form
+// (docs/design.md §14: the hash of the repository, the objects' hashes,
+// where they go and the rest, so that the body is hashed once).
+func (s IngestShard) StoredBodyMarker(sum16Hex string) string { return string(s) + ":bs:" + sum16Hex }
+
+// MarkerEpoch holds when the shard's commits began writing stored-form
+// body markers (unix ms; "0": no marker of before to honour).
+func (s IngestShard) MarkerEpoch() string { return string(s) + ":bsepoch" }
+
 // Object is a shared sub-object raw records reference, by its hash.
 func (s IngestShard) Object(sumHex string) string { return string(s) + ":obj:" + sumHex }
 

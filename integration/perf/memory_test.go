@@ -78,14 +78,14 @@ func TestMemoryBudget(t *testing.T) {
 	if c := derived.cats["obj"]; c != nil {
 		shared = float64(c.bytes) / memDeliveries
 	}
-	rawCost := derived.mean("raw") + derived.mean("bm") + shared + kept
+	rawCost := derived.mean("raw") + derived.mean("bs") + shared + kept
 	rawWithOverhead := rawCost + 2*ttlKeyOverhead
 	ghEntry := perEntry(derived, "journal") + derived.mean("eid")
 	ghWithOverhead := ghEntry + ttlKeyOverhead
 	t.Logf("after %d deliveries committed:\n%s", memDeliveries, raw)
 	t.Logf("after they were derived:\n%s", derived)
 	t.Logf("raw delivery: raw %.0f + body marker %.0f + shared objects %.0f + ingest stream %.0f = %.0f B (with %d B/key untracked TTL overhead: %.0f B; budget %d B); body %d B, %.1fx smaller; until derived, its ingest entry (with the fact) %.0f B",
-		derived.mean("raw"), derived.mean("bm"), shared, kept, rawCost, ttlKeyOverhead, rawWithOverhead, rawBudget,
+		derived.mean("raw"), derived.mean("bs"), shared, kept, rawCost, ttlKeyOverhead, rawWithOverhead, rawBudget,
 		len(p.body(1)), float64(len(p.body(1)))/rawWithOverhead, ingestEntry)
 	t.Logf("GitHub journal entry: %.0f B in the stream (%d entries for %d deliveries) + marker %.0f = %.0f B (with overhead %.0f B; budget %d B); tracker state %.0f B per PR",
 		perEntry(derived, "journal"), derived.cats["journal"].entries, memDeliveries, derived.mean("eid"), ghEntry, ghWithOverhead, entryBudget,
