@@ -302,7 +302,7 @@ func TestRedeliverDelivery(t *testing.T) {
 	if err := e.rdb.XDel(ctx, e.st.Journal.StreamKey(shard), sid).Err(); err != nil {
 		t.Fatal(err)
 	}
-	if err := e.rdb.Del(ctx, e.st.Journal.DedupKey(shard, source, guid)).Err(); err != nil {
+	if err := e.st.Journal.ForgetMarker(ctx, shard, source, guid); err != nil {
 		t.Fatal(err)
 	}
 	var repair deliveryAnswer

@@ -197,7 +197,7 @@ func TestBadPushes(t *testing.T) {
 		}
 		// Only the journal may have changed, and only by wakegate.link_conflict.
 		for _, k := range changed(before, s.state(t)) {
-			if !strings.HasSuffix(k, ":journal") && !strings.Contains(k, ":eid:") {
+			if !strings.HasSuffix(k, ":journal") && !strings.Contains(k, ":em:") {
 				t.Errorf("the refused claim changed %s", k)
 			}
 		}

@@ -1,6 +1,6 @@
 -- commit_events.lua: the agent commit point (docs/design.md §4): journals
 -- agent events and applies them to their sessions' records, every item or
--- none. Preceded by journal.lua (wg_append, wg_terminal) and
+-- none. Preceded by journal.lua (wg_append, wg_seen, wg_terminal) and
 -- registry.lua (wg_session).
 --
 -- KEYS: "<tag>:journal" of every shard the items go to, then the registry
@@ -26,7 +26,7 @@ for i = 1, n do
     out[i] = {'', 1}
   else
     local lineage
-    if redis.call('EXISTS', wg_eid(tag, source, id)) == 1 then
+    if wg_seen(tag, source, id) then
       lineage = ''  -- a duplicate: applied already, wg_append returns the first entry
       if seen == '1' then redis.call('HSET', regkey, 'seen_at', now) end
     else

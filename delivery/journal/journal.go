@@ -11,11 +11,15 @@ package journal
 
 import (
 	"context"
+	"crypto/sha1"
 	_ "embed"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"hash/fnv"
 	"log/slog"
+	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -120,10 +124,93 @@ func (j *Journal) Keys(shard int) keyspace.Shard { return keyspace.JournalShard(
 // StreamKey is the stream of a shard.
 func (j *Journal) StreamKey(shard int) string { return j.Keys(shard).Journal() }
 
-// DedupKey is the marker that makes appending (source, id) idempotent. The
-// Lua side computes the same key with wg_eid (journal.lua).
-func (j *Journal) DedupKey(shard int, source, id string) string {
+// LegacyDedupKey is (source, id)'s dedup marker as the previous version
+// wrote it, one key each (wg_eid): honoured until it expires.
+func (j *Journal) LegacyDedupKey(shard int, source, id string) string {
 	return j.Keys(shard).Eid(source, id)
+}
+
+// period is how long one hash of dedup markers takes appends: half the
+// retention, whole seconds (wg_config).
+func (j *Journal) period() int64 {
+	ttl := int64(j.cfg.Retention / time.Second)
+	return max((ttl+1)/2, 1)
+}
+
+// marker is where (source, id)'s dedup marker of a period is: its hash
+// and field (docs/design.md §2 "The dedup window"; wg_key, wg_markers).
+type marker struct {
+	start int64 // the period's start, Unix seconds
+	key   string
+}
+
+// markers lists the hashes (source, id)'s marker may be in at now, newest
+// first, with its field: the 3 periods Lua reads, one more on each side
+// for a clock of this process that differs from Redis's.
+func (j *Journal) markers(shard int, source, id string, now time.Time) ([]marker, string) {
+	sum := sha1.Sum([]byte(source + "\x00" + id))
+	h := hex.EncodeToString(sum[:11])
+	p := j.period()
+	cur := now.Unix() - now.Unix()%p
+	out := make([]marker, 0, 5)
+	for k := int64(-1); k <= 3; k++ {
+		start := cur - k*p
+		out = append(out, marker{start, j.Keys(shard).Markers(start, h[:2])})
+	}
+	return out, h[2:22]
+}
+
+// markerSID is the stream id a marker's value names (wg_append).
+func markerSID(start int64, v string) string {
+	if strings.Contains(v, "-") {
+		return v
+	}
+	d, err := strconv.ParseInt(v, 10, 64)
+	if err != nil {
+		return ""
+	}
+	return strconv.FormatInt(start*1000+d, 10) + "-0"
+}
+
+// lookupCmds queues the reads of (source, id)'s markers in shard.
+func (j *Journal) lookupCmds(ctx context.Context, pipe redis.Pipeliner, shard int, source, id string, now time.Time) func() (string, error) {
+	ms, field := j.markers(shard, source, id, now)
+	cmds := make([]*redis.StringCmd, len(ms))
+	for i, m := range ms {
+		cmds[i] = pipe.HGet(ctx, m.key, field)
+	}
+	legacy := pipe.Get(ctx, j.LegacyDedupKey(shard, source, id))
+	return func() (string, error) {
+		for i, c := range append(cmds, legacy) {
+			v, err := c.Result()
+			if errors.Is(err, redis.Nil) {
+				continue
+			}
+			if err != nil {
+				return "", err
+			}
+			if i == len(cmds) {
+				return v, nil
+			}
+			if sid := markerSID(ms[i].start, v); sid != "" {
+				return sid, nil
+			}
+		}
+		return "", nil
+	}
+}
+
+// ForgetMarker deletes (source, id)'s dedup marker in shard, for tests
+// that lose an entry on purpose.
+func (j *Journal) ForgetMarker(ctx context.Context, shard int, source, id string) error {
+	ms, field := j.markers(shard, source, id, time.Now())
+	pipe := j.rdb.Pipeline()
+	for _, m := range ms {
+		pipe.HDel(ctx, m.key, field)
+	}
+	pipe.Del(ctx, j.LegacyDedupKey(shard, source, id))
+	_, err := pipe.Exec(ctx)
+	return err
 }
 
 // NotifyChannel is the Pub/Sub channel appends publish to, per workspace.
@@ -188,7 +275,7 @@ func Marshal(e *event.Event) (string, error) {
 }
 
 // Trim drops entries older than the retention from every shard. Dedup
-// markers expire by themselves. Run it periodically from one worker.
+// markers expire by themselves (a hash of them at a time). Run it periodically from one worker.
 func (j *Journal) Trim(ctx context.Context, now time.Time) error {
 	minID := fmt.Sprintf("%d-0", now.Add(-j.cfg.Retention).UnixMilli())
 	var errs []error

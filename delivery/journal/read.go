@@ -11,6 +11,8 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"time"
+	"unsafe"
 
 	"github.com/redis/go-redis/v9"
 
@@ -270,12 +272,17 @@ func (j *Journal) Get(ctx context.Context, seq string) (*event.Event, error) {
 // Lookup returns the seq under which (source, id) was journaled, or "".
 func (j *Journal) Lookup(ctx context.Context, workspace, subject, source, id string) (string, error) {
 	shard := j.ShardOf(workspace, subject)
-	sid, err := j.rdb.Get(ctx, j.DedupKey(shard, source, id)).Result()
-	if errors.Is(err, redis.Nil) {
-		return "", nil
+	pipe := j.rdb.Pipeline()
+	res := j.lookupCmds(ctx, pipe, shard, source, id, time.Now())
+	if _, err := pipe.Exec(ctx); err != nil && !errors.Is(err, redis.Nil) {
+		return "", fmt.Errorf("journal lookup: %w", err)
 	}
+	sid, err := res()
 	if err != nil {
 		return "", fmt.Errorf("journal lookup: %w", err)
+	}
+	if sid == "" {
+		return "", nil
 	}
 	return FormatSeq(shard, sid), nil
 }
@@ -289,6 +296,13 @@ func (j *Journal) Lookup(ctx context.Context, workspace, subject, source, id str
 // under bench fleet — with the push path's depth limit.
 func decode(shard int, m redis.XMessage) (*event.Event, error) {
 	raw, _ := m.Values["e"].(string)
+	if len(raw) > 0 && raw[0] == compactMark {
+		b, err := expand(raw)
+		if err != nil {
+			return nil, fmt.Errorf("journal entry %d-%s: %w: %w", shard, m.ID, ErrUndecodable, err)
+		}
+		raw = unsafe.String(unsafe.SliceData(b), len(b)) // b is never written again
+	}
 	var e event.Event
 	if err := event.Decode(raw, &e); err != nil {
 		return nil, fmt.Errorf("journal entry %d-%s: %w: %w", shard, m.ID, ErrUndecodable, err)

@@ -27,10 +27,19 @@ func (s Shard) Tag() string { return string(s) }
 // Journal is the shard's stream.
 func (s Shard) Journal() string { return string(s) + ":journal" }
 
-// Eid is the marker that makes appending (source, id) idempotent (wg_eid).
+// Eid is the marker of (source, id) as the previous version wrote it, one
+// key each (wg_eid): still honoured until it expires. Redelivery claims
+// keep its name.
 func (s Shard) Eid(source, id string) string {
 	sum := sha1.Sum([]byte(source + "\x00" + id))
 	return string(s) + ":eid:" + hex.EncodeToString(sum[:])
+}
+
+// Markers is the hash of the dedup markers of (source, id)s appended in
+// the period starting at start (Unix seconds) whose hex sha1 begins with
+// xx (two digits): wg_markers, docs/design.md §2 "The dedup window".
+func (s Shard) Markers(start int64, xx string) string {
+	return string(s) + ":em:" + strconv.FormatInt(start, 10) + ":" + xx
 }
 
 // Term is the terminal record of a subject (wg_terminal).

@@ -14,7 +14,7 @@
 --              retention (s) and req (base → required check names)
 -- ARGV[6]    = the own event's data, raw JSON ("" for none); or, when the
 --              input has ev_at, the own event itself as the tracker
---              journals it (event_json's form, built by the caller),
+--              journals it (the JSON form of journal.decode, built by the caller),
 --              without sessionid, which goes after its first ev_at bytes
 --
 -- Returns {"ok", stream ids appended...}, or {"need", base...} without

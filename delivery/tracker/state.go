@@ -4,18 +4,13 @@ import (
 	"context"
 	_ "embed"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"sort"
 	"strconv"
 	"strings"
 	"time"
 
-	"github.com/redis/go-redis/v9"
-
-	"github.com/wakegate/wakegate/delivery/journal"
 	"github.com/wakegate/wakegate/delivery/keyspace"
-	"github.com/wakegate/wakegate/providers/event"
 )
 
 // PRState is what the tracker knows of one pull request.
@@ -123,38 +118,3 @@ func msTime(s string) time.Time {
 	return time.UnixMilli(ms).UTC()
 }
 
-// Synthesized returns the journal seq of the ready or checks_failed event
-// journaled as (source, id) — "//github.com/<repo>", "pr/<n>/ready/<sha>"
-// or "pr/<n>/checks_failed/<sha>" — from the PR's ready:<sha> or
-// failed:<sha> field, or "" when the tracker holds none. Those events have
-// no (source, id) dedup marker (the field makes them once-only), so
-// journal.Find does not see them: a lookup by (source, id) asks here too.
-// A field written before 2026-12-05 holds a time, not a stream id: such an
-// event has its marker, and Find sees it.
-func (t *Tracker) Synthesized(ctx context.Context, source, id string) (string, error) {
-	repo, ok := strings.CutPrefix(source, event.GitHubSource(""))
-	if !ok || repo == "" || strings.ContainsAny(repo, "{}\n#@") {
-		return "", nil
-	}
-	parts := strings.Split(id, "/")
-	if len(parts) != 4 || parts[0] != "pr" || (parts[2] != "ready" && parts[2] != "checks_failed") || parts[3] == "" {
-		return "", nil
-	}
-	n, err := strconv.Atoi(parts[1])
-	if err != nil || n <= 0 {
-		return "", nil
-	}
-	field := "ready:" + parts[3]
-	if parts[2] == "checks_failed" {
-		field = "failed:" + parts[3]
-	}
-	shard := t.shardOf(repo)
-	sid, err := t.rdb.HGet(ctx, prKey(t.j.Tag(shard), repo, n), field).Result()
-	if errors.Is(err, redis.Nil) || (err == nil && !strings.Contains(sid, "-")) {
-		return "", nil
-	}
-	if err != nil {
-		return "", fmt.Errorf("synthesized %s %s: %w", source, id, err)
-	}
-	return journal.FormatSeq(shard, sid), nil
-}

@@ -363,7 +363,7 @@ func (t *Tracker) applyInput(ctx context.Context, workspace, guid string, f *git
 }
 
 // ownEvent builds the delivery's own event about in.Subject as
-// tracker.lua's event_json would (the compact form, docs/design.md §14),
+// the journal's JSON entry form (docs/design.md §14 "Journal entries"),
 // without its sessionid: the script knows the PR's link and splices it in
 // after the first in.EvAt bytes. Lua builds every string it makes in
 // full, hashing each byte; here it costs the worker far less than it cost

@@ -106,74 +106,26 @@ local function index(repo, sha, n)
   redis.call('EXPIRE', k, RETENTION)
 end
 
--- event_json builds a CloudEvent in the field order of event.Event; data
--- is spliced in raw (the caller validated it), never re-encoded.
--- Compact form (docs/design.md §14): without specversion, datacontenttype
--- and workspace (the entry's "w"), and without coalescekey when it is the
--- subject; the journal's reader puts them back (journal.decode). One
--- table.concat of its parts: each string Lua builds is hashed byte by
--- byte, so the entry is the only one built (most of what journaling
--- costs the tracker's scripts was intermediate strings).
-local function event_json(e)
-  local enc = cjson.encode
-  local p = { '{"id":', enc(e.id), ',"source":', enc(e.source), ',"type":', enc(e.type),
-    ',"subject":', enc(e.subject), ',"time":', enc(e.time) }
-  local n = 10
-  if e.sessionid and e.sessionid ~= '' then
-    p[n + 1], p[n + 2], n = ',"sessionid":', enc(e.sessionid), n + 2
-  end
-  if e.priority and e.priority ~= '' then
-    p[n + 1], p[n + 2], n = ',"priority":', enc(e.priority), n + 2
-  end
-  if e.coalescekey and e.coalescekey ~= '' and e.coalescekey ~= e.subject then
-    p[n + 1], p[n + 2], n = ',"coalescekey":', enc(e.coalescekey), n + 2
-  end
-  if e.terminal then p[n + 1], n = ',"terminal":true', n + 1 end
-  if e.summary and e.summary ~= '' then
-    p[n + 1], p[n + 2], n = ',"summary":', enc(e.summary), n + 2
-  end
-  if e.data and e.data ~= '' then
-    p[n + 1], p[n + 2], n = ',"data":', e.data, n + 2
-  end
-  p[n + 1] = '}'
-  return table.concat(p)
-end
-
--- emit journals e once per (source, id) and remembers a new entry's id;
--- ev is e's entry when the caller has it already (event_json's form).
+-- emit journals e once per (source, id), remembers a new entry's id and
+-- returns the entry's stream id (new or the one journaled before);
+-- ev is e's entry when the caller has it already (the JSON form the
+-- worker builds, which journal.decode reads beside the compact one).
 local function emit(e, ev)
   if not e.coalescekey or e.coalescekey == '' then e.coalescekey = e.subject end
-  local sid, added = wg_append(TAG, ev or event_json(e), e.workspace, e.source, e.id)
+  local sid, added = wg_append(TAG, ev or wg_entry(e), e.workspace, e.source, e.id)
   if added == 1 then
     SIDS[#SIDS + 1] = sid
     if e.terminal then wg_terminal(TAG, e.workspace, e.subject, e.type, e.time, e.summary or '', sid) end
   end
-end
-
--- emit_once journals e without the (source, id) dedup marker wg_append
--- writes: for the transitions the tracker's own state makes once-only
--- (ready:<sha>, failed:<sha>, written by the same script call), the marker
--- was a second write guarding the same thing (docs/design.md §3). It is
--- wg_append's append and notification without the marker (keep the two
--- alike). Returns the new entry's stream id.
-local function emit_once(e)
-  if not e.coalescekey or e.coalescekey == '' then e.coalescekey = e.subject end
-  local sid = redis.call('XADD', TAG .. ':journal', 'MAXLEN', '~', wg_maxlen, '*', 'e', event_json(e), 'w', e.workspace)
-  local pk = e.workspace .. '\0' .. TAG
-  if not wg_published[pk] then
-    wg_published[pk] = true
-    redis.call('PUBLISH', wg_notify .. e.workspace, TAG)
-  end
-  SIDS[#SIDS + 1] = sid
   return sid
 end
 
 -- synth journals a state transition the tracker derived about PR n, whose
 -- tracker hash is h: type github.pull_request.<typ>, id "pr/<n>/<what>",
--- data {repo, number, head, title, url} plus extra. once: the caller's
--- state makes it once-only (emit_once; its stream id is returned).
--- The data is built as one table.concat, as event_json builds the entry.
-local function synth(ws, repo, n, h, typ, what, priority, summary, extra, once)
+-- data {repo, number, head, title, url} plus extra; returns the entry's
+-- stream id.
+-- The data is built as one table.concat (Lua hashes every string it builds).
+local function synth(ws, repo, n, h, typ, what, priority, summary, extra)
   local enc, ns = cjson.encode, int(n)
   local d = { '{"repo":', enc(repo), ',"number":', ns }
   if h.head then
@@ -198,8 +150,7 @@ local function synth(ws, repo, n, h, typ, what, priority, summary, extra, once)
     priority = priority, summary = summary,
     data = table.concat(d),
   }
-  if once then return emit_once(e) end
-  emit(e)
+  return emit(e)
 end
 
 -- results reads the latest result per check name at sha.
@@ -281,12 +232,12 @@ local function evaluate(ws, repo, n, only_sha, h)
     if #named > 0 then what = table.concat(named, ', ') end
     local sid = synth(ws, repo, n, h, 'checks_failed', 'checks_failed/' .. head, priority,
       'PR #' .. int(n) .. ' checks failed (' .. what .. '): ' .. title .. ' (' .. repo .. ')',
-      { failed = failed }, true)
+      { failed = failed })
     redis.call('HSET', pk, 'failed:' .. head, sid)
   end
   if h['ready:' .. head] or h.draft == '1' or changes_requested(repo, n) then return end
   if not checks_pass(ws, repo, n, h, res, #failed > 0) then return end
   local sid = synth(ws, repo, n, h, 'ready', 'ready/' .. head, 'attention',
-    'PR #' .. int(n) .. ' ready: ' .. title .. ' (' .. repo .. ')', nil, true)
+    'PR #' .. int(n) .. ' ready: ' .. title .. ' (' .. repo .. ')')
   redis.call('HSET', pk, 'ready:' .. head, sid)
 end

@@ -9,7 +9,7 @@ import (
 
 // MemorySplit sums MEMORY USAGE (SAMPLES 0: every element) over every key
 // of the deployment's prefix, by category: the key's first segment after
-// its hash tag (raw, bm, obj, ingest, journal, eid, pr, sha, settle, …).
+// its hash tag (raw, bm, obj, ingest, journal, em, pr, sha, settle, …).
 // Keys of the bare handler's baseline are left out.
 func (s *System) MemorySplit(ctx context.Context) (map[string]int64, error) {
 	out := map[string]int64{}
