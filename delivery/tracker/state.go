@@ -117,4 +117,3 @@ func msTime(s string) time.Time {
 	}
 	return time.UnixMilli(ms).UTC()
 }
-
