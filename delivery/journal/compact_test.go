@@ -113,3 +113,26 @@ func TestCompactEntryMalformed(t *testing.T) {
 		}
 	}
 }
+
+// FuzzDecodeEntry: any stored entry, compact or not, decodes or is
+// refused as undecodable, never a panic; and an event's JSON behind an
+// empty compact header (no token in it) decodes to the same event as the
+// JSON itself.
+func FuzzDecodeEntry(f *testing.F) {
+	f.Add(`{"id":"1","source":"s","type":"session.turn_ended","subject":"session:a","time":"2026-12-05T00:00:00Z"}`)
+	f.Add("\x01o/r\x00t\x00" + strings.Repeat("a", 40) + "\x00\x05\"pr/1/ready/\x01\"\x06\x07ready\"\x08\x02#1\"\x0b2026-12-05T00:00:00Z\"\x0c\x10PR #1 ready: \x04\"\x11{\x13\x02/pull/1\"}}")
+	f.Add("\x01\x00\x00\x00")
+	f.Fuzz(func(t *testing.T, raw string) {
+		e, err := journal.Decode(0, redis.XMessage{ID: "1-0", Values: map[string]any{"e": raw, "w": "ws"}})
+		if (e == nil) == (err == nil) {
+			t.Fatalf("Decode(%q) = %v, %v: want one of an event or an error", raw, e, err)
+		}
+		if len(raw) == 0 || raw[0] != '{' || strings.ContainsFunc(raw, func(r rune) bool { return r < 0x20 && r != '\t' && r != '\n' && r != '\r' }) {
+			return
+		}
+		compact, cerr := journal.Decode(0, redis.XMessage{ID: "1-0", Values: map[string]any{"e": "\x01\x00\x00\x00" + raw, "w": "ws"}})
+		if (err == nil) != (cerr == nil) || (err == nil && !reflect.DeepEqual(e, compact)) {
+			t.Fatalf("%q: JSON form %+v, %v; compact form %+v, %v", raw, e, err, compact, cerr)
+		}
+	})
+}

@@ -275,7 +275,8 @@ func Marshal(e *event.Event) (string, error) {
 }
 
 // Trim drops entries older than the retention from every shard. Dedup
-// markers expire by themselves (a hash of them at a time). Run it periodically from one worker.
+// markers expire by themselves, a hash of them at a time. Run it
+// periodically from one worker.
 func (j *Journal) Trim(ctx context.Context, now time.Time) error {
 	minID := fmt.Sprintf("%d-0", now.Add(-j.cfg.Retention).UnixMilli())
 	var errs []error
