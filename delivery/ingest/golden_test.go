@@ -40,7 +40,10 @@ func TestStoredRecordsStillDecode(t *testing.T) {
 		// of now or the one of before
 		for _, enc := range []func([]byte) []byte{encodeObject, encodeObjectDict1} {
 			objs := map[[objHashLen]byte][]byte{}
-			_, parts, _ := splitBody(body, nil)
+			_, parts, _, err := encodeRaw(d, nil) // the objects and their list
+			if err != nil {
+				t.Fatal(err)
+			}
 			for _, o := range parts {
 				data, err := decodeObject(o.sum, enc(o.data))
 				if err != nil {

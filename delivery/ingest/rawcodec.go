@@ -31,8 +31,11 @@ import (
 //	v3 (written): 0x00 0x03 · uvarint(dictionary id) · event and content
 //	             type each as a token (1 byte: k ≥ 1 is knownEvents[k-1] or
 //	             knownTypes[k-1], 0 a uvarint-length string follows) ·
-//	             repo, workspace, ignored, received, objects and refs as
-//	             in v2 · zstd(rest) without the frame's 4-byte magic number
+//	             repo, workspace, ignored and received as in v2 ·
+//	             uvarint(n) · (n ≤ 1: n × 16-byte object hashes; n ≥ 2: the
+//	             16-byte hash of the object list, a shared object whose
+//	             bytes are the n hashes) · refs as in v2 ·
+//	             zstd(rest) without the frame's 4-byte magic number
 //
 // v1's first byte is never 0 (its meta JSON is at least "{}"). In v2 and
 // v3 the GUID and hook are the key's, not repeated in the value; "rest" is the
@@ -148,8 +151,8 @@ func splitBody(body []byte, rest []byte) ([]byte, []object, [][2]int) {
 }
 
 // encodeRaw appends d's v3 record to out and returns the shared objects
-// it references (their data aliasing d.Body) and the body's marker
-// (bodyMark).
+// it references (their data aliasing d.Body; the last one the object
+// list, when there is one) and the body's marker (bodyMark).
 func encodeRaw(d *Delivery, out []byte) ([]byte, []object, [objHashLen]byte, error) {
 	restBuf := restPool.Get().(*[]byte)
 	defer restPool.Put(restBuf)
@@ -157,7 +160,7 @@ func encodeRaw(d *Delivery, out []byte) ([]byte, []object, [objHashLen]byte, err
 	if cap(rest) <= maxPooledRec {
 		*restBuf = rest[:0]
 	}
-	mark := bodyMark(d.Repo, len(d.Body), rest, objs, refs)
+	mark := bodyMark(d.Repo, len(d.Body), rest, objs, refs) // before the list joins objs
 	if need := 96 + len(d.Repo) + len(d.Workspace) + len(d.Ignored) + len(objs)*objHashLen + len(refs)*4 + len(rest)/6; cap(out) < need {
 		out = make([]byte, 0, need)
 	}
@@ -171,8 +174,21 @@ func encodeRaw(d *Delivery, out []byte) ([]byte, []object, [objHashLen]byte, err
 	}
 	out = binary.AppendUvarint(out, uint64(d.Received.UnixMilli()))
 	out = binary.AppendUvarint(out, uint64(len(objs)))
-	for _, o := range objs {
-		out = append(out, o.sum[:]...)
+	if len(objs) >= 2 {
+		// the deliveries about a repository come with the same few
+		// objects: their list is a shared object too, 16 bytes a record
+		// instead of 16 an object
+		list := make([]byte, 0, len(objs)*objHashLen)
+		for _, o := range objs {
+			list = append(list, o.sum[:]...)
+		}
+		full := sha256.Sum256(list)
+		objs = append(objs, object{sum: [objHashLen]byte(full[:objHashLen]), data: list})
+		out = append(out, full[:objHashLen]...)
+	} else {
+		for _, o := range objs {
+			out = append(out, o.sum[:]...)
+		}
 	}
 	out = binary.AppendUvarint(out, uint64(len(refs)))
 	prev := 0
@@ -253,6 +269,31 @@ type rawRecord struct {
 	rest []byte // v2: the body without its objects (pooled in d.buf)
 	objs [][objHashLen]byte
 	refs [][2]int
+	// v3 with two objects or more: the hash of their list and how many
+	// (objs is nil until resolveList)
+	list  *[objHashLen]byte
+	nobjs int
+}
+
+// resolveList reads the record's object list from objs (decompressed, by
+// hash), when it has one that is not read yet.
+func (r *rawRecord) resolveList(objs map[[objHashLen]byte][]byte) error {
+	if r.list == nil {
+		return nil
+	}
+	data, ok := objs[*r.list]
+	if !ok {
+		return fmt.Errorf("object list %x of the raw record: %w", *r.list, ErrNotFound)
+	}
+	if len(data) != r.nobjs*objHashLen {
+		return fmt.Errorf("object list %x of %d bytes for %d objects: %w", *r.list, len(data), r.nobjs, errCorrupt)
+	}
+	r.objs = make([][objHashLen]byte, r.nobjs)
+	for i := range r.objs {
+		copy(r.objs[i][:], data[i*objHashLen:])
+	}
+	r.list = nil
+	return nil
 }
 
 // decodeRaw decodes a raw record stored under guid and hook. A v2 record
@@ -344,13 +385,26 @@ func decodeRawV2(guid, hook string, v []byte) (*rawRecord, error) {
 		return nil, errCorrupt
 	}
 	nobj, ok := uv()
-	if !ok || nobj*objHashLen > uint64(len(p)) {
+	if !ok || nobj > uint64(len(v)) {
 		return nil, errCorrupt
 	}
-	r := &rawRecord{objs: make([][objHashLen]byte, nobj)}
-	for i := range r.objs {
-		copy(r.objs[i][:], p[:objHashLen])
+	r := &rawRecord{}
+	if format == 3 && nobj >= 2 {
+		if len(p) < objHashLen {
+			return nil, errCorrupt
+		}
+		r.list, r.nobjs = new([objHashLen]byte), int(nobj)
+		copy(r.list[:], p)
 		p = p[objHashLen:]
+	} else {
+		if nobj*objHashLen > uint64(len(p)) {
+			return nil, errCorrupt
+		}
+		r.objs = make([][objHashLen]byte, nobj)
+		for i := range r.objs {
+			copy(r.objs[i][:], p[:objHashLen])
+			p = p[objHashLen:]
+		}
 	}
 	nref, ok := uv()
 	if !ok || nref > uint64(len(p)) {
@@ -397,6 +451,9 @@ func decodeRawV2(guid, hook string, v []byte) (*rawRecord, error) {
 func (r *rawRecord) assemble(objs map[[objHashLen]byte][]byte) (*Delivery, error) {
 	if r.rest == nil {
 		return r.d, nil
+	}
+	if err := r.resolveList(objs); err != nil {
+		return nil, err
 	}
 	n := len(r.rest)
 	for _, ref := range r.refs {
