@@ -37,7 +37,7 @@ import (
 
 func main() {
 	in := flag.String("in", "../../testdata/github", "folder of GitHub payload examples (*.json)")
-	out := flag.String("o", "github.zdict", "dictionary file to write")
+	out := flag.String("o", "github-57470002.zdict", "dictionary file to write")
 	exclude := flag.String("exclude", "octokit/pull_request/opened.payload.json", "comma-separated examples (relative to -in) left out")
 	id := flag.Uint("id", 0x57470002, "zstd dictionary id")
 	hashBytes := flag.Int("hash", 8, "bytes hashed to find repeated content (4–8)")
