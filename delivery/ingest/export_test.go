@@ -84,7 +84,7 @@ func (s *Store) CommitV1(ctx context.Context, d *Delivery) (Outcome, error) {
 
 // ObjectKeys returns the keys of the shared objects a body's record references in shard.
 func (s *Store) ObjectKeys(shard int, body []byte) []string {
-	_, objs, _ := splitBody(body, nil)
+	_, objs, _, _ := encodeRaw(&Delivery{Body: body}, nil) // the objects, then their list
 	var out []string
 	for _, o := range objs {
 		out = append(out, objKey(s.Tag(shard), o.hex()))

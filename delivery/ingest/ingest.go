@@ -354,7 +354,7 @@ func (s *Store) assemble(ctx context.Context, tag string, raws []*rawRecord, err
 			continue
 		}
 		if err := r.resolveList(objs); err != nil {
-			Release([]*Delivery{r.d})
+			r.release()
 			raws[i], errs[i] = nil, fmt.Errorf("raw delivery %s: %w", r.d.GUID, err)
 			continue
 		}
@@ -370,7 +370,7 @@ func (s *Store) assemble(ctx context.Context, tag string, raws []*rawRecord, err
 		}
 		d, err := r.assemble(objs)
 		if err != nil {
-			Release([]*Delivery{r.d})
+			r.release()
 			errs[i] = fmt.Errorf("raw delivery %s: %w", r.d.GUID, err)
 			continue
 		}

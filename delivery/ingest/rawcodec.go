@@ -275,6 +275,15 @@ type rawRecord struct {
 	nobjs int
 }
 
+// release hands the buffer of a record that will not be assembled back
+// (Release).
+func (r *rawRecord) release() {
+	if r.rest != nil {
+		r.d.Body, r.rest = r.rest, nil
+	}
+	Release([]*Delivery{r.d})
+}
+
 // resolveList reads the record's object list from objs (decompressed, by
 // hash), when it has one that is not read yet.
 func (r *rawRecord) resolveList(objs map[[objHashLen]byte][]byte) error {

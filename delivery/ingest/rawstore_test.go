@@ -3,6 +3,7 @@ package ingest_test
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"io/fs"
 	"net/url"
@@ -199,6 +200,52 @@ func TestRawObjectGone(t *testing.T) {
 		got, err = ingest.New(rdb, j).Stored(ctx, "g1", "42")
 		if err != nil || !bytes.Equal(got.Body, body) {
 			t.Fatalf("g1 back: %v", err)
+		}
+	})
+}
+
+// TestRawObjectListGone: a record whose object list is not stored (Redis
+// lost it) reads as not found, for the deriver and for a redelivery,
+// never as another body; the other records of the batch still read.
+func TestRawObjectListGone(t *testing.T) {
+	backends(t, func(t *testing.T, rdb redis.UniversalClient, j *journal.Journal) {
+		ctx := context.Background()
+		s := ingest.New(rdb, j)
+		body := fixture(t)
+		d := ingest.Delivery{GUID: "g1", Event: "pull_request", Hook: "42", ContentType: "application/json",
+			Repo: "Codertocat/Hello-World", Workspace: "default", Body: body, Received: time.Unix(1700000000, 0)}
+		d2 := ingest.Delivery{GUID: "g2", Event: "ping", Hook: "42", ContentType: "application/json",
+			Repo: d.Repo, Workspace: "default", Body: []byte(`{"zen":"x"}`), Received: time.Unix(1700000000, 0)}
+		for _, d := range []*ingest.Delivery{&d, &d2} {
+			if got, err := s.CommitDelivery(ctx, d); err != nil || got != ingest.Committed {
+				t.Fatalf("%s: %v %v", d.GUID, got, err)
+			}
+		}
+		keys := s.ObjectKeys(s.ShardOf(d.Repo), body)
+		if err := rdb.Del(ctx, keys[len(keys)-1]).Err(); err != nil { // the list
+			t.Fatal(err)
+		}
+		fresh := ingest.New(rdb, j)
+		if _, err := fresh.Stored(ctx, "g1", "42"); !errors.Is(err, ingest.ErrNotFound) {
+			t.Fatalf("Stored with the object list gone: %v, want not found", err)
+		}
+		shard := s.ShardOf(d.Repo)
+		recs := allRecords(ctx, t, rdb, s)[shard]
+		ds, errs, err := fresh.Raws(ctx, shard, recs)
+		if err != nil || len(ds) != 2 {
+			t.Fatal(err, len(ds))
+		}
+		for i, rec := range recs {
+			switch rec.GUID {
+			case "g1":
+				if !errors.Is(errs[i], ingest.ErrNotFound) || ds[i] != nil {
+					t.Fatalf("Raws g1 with its object list gone: %v", errs[i])
+				}
+			default:
+				if errs[i] != nil || string(ds[i].Body) != `{"zen":"x"}` {
+					t.Fatalf("Raws %s beside it: %v", rec.GUID, errs[i])
+				}
+			}
 		}
 	})
 }
