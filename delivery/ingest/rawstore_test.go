@@ -61,7 +61,8 @@ func allRecords(ctx context.Context, t *testing.T, rdb redis.UniversalClient, s 
 }
 
 // TestRawRoundTripEveryFixture: every GitHub payload example, committed as
-// a JSON delivery and as a form-encoded one, in the current format (twice
+// a JSON delivery and as a form-encoded one (its meta — event, content
+// type, repository, when received — back as committed too), in the current format (twice
 // each: the second commit finds the shared objects stored) and in the
 // previous one (v1, written by the previous code's script), comes back
 // byte for byte through Raws (the deriver) and Stored (an operator's
@@ -79,6 +80,7 @@ func TestRawRoundTripEveryFixture(t *testing.T) {
 		s := ingest.New(rdb, j)
 		want := map[string][]byte{} // guid → body
 		hookOf := map[string]string{}
+		meta := map[string]ingest.Delivery{} // guid → event, content type, repo, received
 		for i, name := range names {
 			body := fixtures[name]
 			form := []byte("payload=" + url.QueryEscape(string(body)))
@@ -106,6 +108,7 @@ func TestRawRoundTripEveryFixture(t *testing.T) {
 					t.Fatalf("%s #%d: %v %v", name, k, got, err)
 				}
 				want[d.GUID], hookOf[d.GUID] = v.body, d.Hook
+				meta[d.GUID] = ingest.Delivery{Event: d.Event, ContentType: d.ContentType, Repo: d.Repo, Received: d.Received}
 			}
 		}
 		check := func(who string, s *ingest.Store) {
@@ -122,6 +125,10 @@ func TestRawRoundTripEveryFixture(t *testing.T) {
 					if !bytes.Equal(d.Body, want[recs[i].GUID]) || d.GUID != recs[i].GUID || d.Hook != hookOf[recs[i].GUID] || d.Workspace != "ws" {
 						t.Fatalf("%s: Raws %s: body of %d bytes differs from the %d committed (or guid %s hook %s workspace %s)", who, recs[i].GUID,
 							len(d.Body), len(want[recs[i].GUID]), d.GUID, d.Hook, d.Workspace)
+					}
+					if m := meta[recs[i].GUID]; d.Event != m.Event || d.ContentType != m.ContentType || d.Repo != m.Repo || !d.Received.Equal(m.Received) {
+						t.Fatalf("%s: Raws %s: event %q, content type %q, repo %q, received %v; committed %q, %q, %q, %v", who, recs[i].GUID,
+							d.Event, d.ContentType, d.Repo, d.Received, m.Event, m.ContentType, m.Repo, m.Received)
 					}
 					n++
 				}
