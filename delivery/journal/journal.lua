@@ -4,9 +4,13 @@
 -- The script must call wg_config(ttl, maxlen, notify_prefix) with the
 -- three values of Journal.AppendArgs first.
 --
---   wg_append(tag, event_json, workspace, source, id)
+--   wg_append(tag, event_json, workspace, source, id, fresh)
 --     → stream id of the entry (new or the one already journaled), and
 --       1 when it appended, 0 when (source, id) was already there.
+--       fresh: the caller's own state, written in this same call with
+--       the entry's stream id and kept at least as long as the marker,
+--       says (source, id) was never appended: no marker is looked up
+--       (docs/design.md §2); the marker is written all the same.
 --
 --   wg_seen(tag, source, id)
 --     → the stream id (source, id) was journaled under while its marker
@@ -36,10 +40,11 @@
 -- the hash expires at start + period + ttl. Its value is the stream id,
 -- as the milliseconds after start when its sequence is 0, else whole.
 -- A lookup reads the 3 hashes whose period may still be kept, then the
--- previous version's key "<tag>:eid:<sha1 hex>".
+-- previous version's key "<tag>:eid:<sha1 hex>" while the shard may hold
+-- such keys (wg_legacy).
 --
 -- Keys it touches are all under tag, the shard's hash tag: "<tag>:journal",
--- "<tag>:em:<start>:<xx>", "<tag>:eid:<sha1>" (read) and
+-- "<tag>:em:<start>:<xx>", "<tag>:eid:<sha1>" (read), "<tag>:emepoch" and
 -- "<tag>:term:<ws>:<subject>". Callers list "<tag>:journal" in KEYS so the
 -- script is routed to its slot. It publishes the tag on
 -- "<notify_prefix><ws>", once per workspace and shard.
@@ -72,6 +77,31 @@ local function wg_start()
   if not wg_now then wg_now = tonumber(redis.call('TIME')[1]) end
   return wg_now - wg_now % wg_period
 end
+-- wg_legacy tells whether markers of the previous version may still be
+-- in tag's shard (read once per call and shard): the shard's marker
+-- epoch "<tag>:emepoch" (keyspace.Shard.MarkerEpoch) is when this
+-- version first appended there (Unix seconds), "0" when the shard's
+-- journal was empty then (no marker of before to honour); set by the
+-- first lookup. They are gone a retention after it.
+local wg_legacy_of = {}
+local function wg_legacy(tag)
+  local l = wg_legacy_of[tag]
+  if l == nil then
+    local k = tag .. ':emepoch'
+    local epoch = redis.call('GET', k)
+    if not epoch then
+      wg_start()
+      epoch = '0'
+      if redis.call('XLEN', tag .. ':journal') > 0 then epoch = string.format('%d', wg_now) end
+      redis.call('SET', k, epoch)
+    end
+    epoch = tonumber(epoch) or 0
+    wg_start()
+    l = epoch > 0 and wg_now <= epoch + wg_ttl
+    wg_legacy_of[tag] = l
+  end
+  return l
+end
 local function wg_find(tag, hex, f, xx)
   local cur = wg_start()
   for k = 0, 2 do
@@ -82,15 +112,18 @@ local function wg_find(tag, hex, f, xx)
       return string.format('%d-0', start * 1000 + tonumber(v))
     end
   end
+  if not wg_legacy(tag) then return nil end
   return redis.call('GET', tag .. ':eid:' .. hex) or nil
 end
 local function wg_seen(tag, source, id)
   return wg_find(tag, wg_key(source, id))
 end
-local function wg_append(tag, ev, ws, source, id)
+local function wg_append(tag, ev, ws, source, id, fresh)
   local hex, f, xx = wg_key(source, id)
-  local got = wg_find(tag, hex, f, xx)
-  if got then return got, 0 end
+  if not fresh then
+    local got = wg_find(tag, hex, f, xx)
+    if got then return got, 0 end
+  end
   local sid = redis.call('XADD', tag .. ':journal', 'MAXLEN', '~', wg_maxlen, '*', 'e', ev, 'w', ws)
   local start = wg_start()
   local mk = wg_markers(tag, start, xx)

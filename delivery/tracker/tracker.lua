@@ -108,11 +108,13 @@ end
 
 -- emit journals e once per (source, id), remembers a new entry's id and
 -- returns the entry's stream id (new or the one journaled before);
--- ev is e's entry when the caller has it already (the JSON form the
--- worker builds, which journal.decode reads beside the compact one).
-local function emit(e, ev)
+-- ev is e's entry when the caller has it already (the compact form the
+-- worker builds, or the JSON form of before: journal.decode reads both);
+-- fresh as wg_append's (the caller's tracker state says e was never
+-- journaled).
+local function emit(e, ev, fresh)
   if not e.coalescekey or e.coalescekey == '' then e.coalescekey = e.subject end
-  local sid, added = wg_append(TAG, ev or wg_entry(e), e.workspace, e.source, e.id)
+  local sid, added = wg_append(TAG, ev or wg_entry(e), e.workspace, e.source, e.id, fresh)
   if added == 1 then
     SIDS[#SIDS + 1] = sid
     if e.terminal then wg_terminal(TAG, e.workspace, e.subject, e.type, e.time, e.summary or '', sid) end
@@ -123,9 +125,9 @@ end
 -- synth journals a state transition the tracker derived about PR n, whose
 -- tracker hash is h: type github.pull_request.<typ>, id "pr/<n>/<what>",
 -- data {repo, number, head, title, url} plus extra; returns the entry's
--- stream id.
+-- stream id. fresh: as emit's.
 -- The data is built as one table.concat (Lua hashes every string it builds).
-local function synth(ws, repo, n, h, typ, what, priority, summary, extra)
+local function synth(ws, repo, n, h, typ, what, priority, summary, extra, fresh)
   local enc, ns = cjson.encode, int(n)
   local d = { '{"repo":', enc(repo), ',"number":', ns }
   if h.head then
@@ -150,7 +152,7 @@ local function synth(ws, repo, n, h, typ, what, priority, summary, extra)
     priority = priority, summary = summary,
     data = table.concat(d),
   }
-  return emit(e)
+  return emit(e, nil, fresh)
 end
 
 -- results reads the latest result per check name at sha.
@@ -207,9 +209,17 @@ end
 -- the head is still only_sha, if given) and journals each transition once
 -- per head sha. h is the PR's tracker hash when the caller has just read
 -- it (nil: read it here).
+--
+-- The hash's ready:<sha> / failed:<sha> field is written in the same call
+-- as the entry, and the hash lives at least as long as the entry's dedup
+-- marker when RETENTION ≥ the journal's retention (an open PR's hash has
+-- no TTL, a closed one's RETENTION): its absence then proves the
+-- transition was never journaled, and its marker is not looked up
+-- (docs/design.md §2, §3 PR readiness).
 local function evaluate(ws, repo, n, only_sha, h)
   local pk = k_pr(repo, n)
   h = h or hash(pk)
+  local fresh = RETENTION >= wg_ttl
   local head = h.head
   if h.state ~= 'open' or not head or head == '' then return end
   if only_sha and only_sha ~= head then return end
@@ -232,12 +242,12 @@ local function evaluate(ws, repo, n, only_sha, h)
     if #named > 0 then what = table.concat(named, ', ') end
     local sid = synth(ws, repo, n, h, 'checks_failed', 'checks_failed/' .. head, priority,
       'PR #' .. int(n) .. ' checks failed (' .. what .. '): ' .. title .. ' (' .. repo .. ')',
-      { failed = failed })
+      { failed = failed }, fresh)
     redis.call('HSET', pk, 'failed:' .. head, sid)
   end
   if h['ready:' .. head] or h.draft == '1' or changes_requested(repo, n) then return end
   if not checks_pass(ws, repo, n, h, res, #failed > 0) then return end
   local sid = synth(ws, repo, n, h, 'ready', 'ready/' .. head, 'attention',
-    'PR #' .. int(n) .. ' ready: ' .. title .. ' (' .. repo .. ')')
+    'PR #' .. int(n) .. ' ready: ' .. title .. ' (' .. repo .. ')', nil, fresh)
   redis.call('HSET', pk, 'ready:' .. head, sid)
 end
