@@ -201,6 +201,11 @@ local WG_DATA = {
   '"url":"https://github.com/', '\19', '"url":"https:\\/\\/github.com\\/', '\20',
   '"draft":false,"merged":false,"labels":[', '\21',
 }
+-- wg_subject_repo is the repository of a subject wg_entry writes a
+-- compact entry for, else nil.
+local function wg_subject_repo(subject)
+  return string.match(subject, '^github:([%w%._%-/]+)[#@]')
+end
 -- wg_entry: the compact entry of an event about a GitHub subject
 -- (docs/design.md §14 "Journal entries"): "\1", the repository, "\0", the
 -- title (as the summary's JSON has it, "" for none), "\0", the head sha
@@ -209,17 +214,31 @@ local WG_DATA = {
 -- the title (\4), the sha (\1) and WG_DATA as the one-byte tokens of
 -- journal.expand. The envelope is written with its tokens in place; the
 -- data is searched for each (plain finds). Any other subject: wg_json.
-local function wg_entry(e)
+-- pre (optional): the caller built e.data with those tokens already in it
+-- for pre.title (the title as the data's JSON has it, its header) and the
+-- sha the id ends with: nothing is searched in the data, and the summary
+-- has its first occurrence of pre.title and its " (<repo>)" tail
+-- replaced.
+local function wg_entry(e, pre)
   local subject = e.subject
   if type(subject) ~= 'string' or type(e.id) ~= 'string' or type(e.type) ~= 'string'
     or type(e.time) ~= 'string' or type(e.source) ~= 'string' then
     return wg_json(e)
   end
-  local repo = string.match(subject, '^github:([%w%._%-/]+)[#@]')
+  local repo = wg_subject_repo(subject)
   if not repo then return wg_json(e) end
   local resc = string.gsub(repo, '/', '\\/')
   local summary, title = nil, ''
-  if e.summary and e.summary ~= '' then
+  if pre and e.summary and e.summary ~= '' then
+    title = pre.title
+    summary = wg_tail(e.summary)
+    local tail = ' (' .. resc .. ')"'
+    if string.sub(summary, -#tail) == tail then summary = string.sub(summary, 1, -#tail - 1) .. ' (\3)"' end
+    local i = title ~= '' and string.find(summary, title, 1, true)
+    if i then summary = string.sub(summary, 1, i - 1) .. '\4' .. string.sub(summary, i + #title) end
+  elseif pre then
+    title = pre.title
+  elseif e.summary and e.summary ~= '' then
     summary = wg_tail(e.summary)
     local a = string.find(summary, ': ', 1, true)
     if a then
@@ -268,7 +287,9 @@ local function wg_entry(e)
   if e.terminal then p[#p + 1] = ',"terminal":true' end
   if summary then p[#p + 1] = '\16' .. summary end
   local d = e.data
-  if d and d ~= '' then
+  if pre then
+    p[#p + 1] = '\17' .. d
+  elseif d and d ~= '' then
     d = wg_sub(d, title, '\4')
     d = wg_sub(d, sha, '\1')
     d = wg_sub(d, resc, '\3')

@@ -129,14 +129,37 @@ end
 -- The data is built as one table.concat (Lua hashes every string it builds).
 local function synth(ws, repo, n, h, typ, what, priority, summary, extra, fresh)
   local enc, ns = cjson.encode, int(n)
-  local d = { '{"repo":', enc(repo), ',"number":', ns }
-  if h.head then
-    d[5], d[6] = ',"head":', enc(h.head)
+  local title = enc(h.title or '')
+  local d, pre
+  if wg_subject_repo(pr_subject(repo, n)) == repo then
+    -- the data with the compact entry's tokens in place (wg_entry's pre):
+    -- the same bytes once expanded, and nothing for Lua to search
+    local resc = string.gsub(repo, '/', '\\/')
+    pre = { title = string.sub(title, 2, -2) }
+    d = { '\22', resc, '\23', ns }
+    if h.head then
+      local sha = string.sub(what, -40)
+      if #h.head == 40 and sha == h.head and string.find(sha, '^%x+$') then
+        d[5] = ',"head":"\1\25\4"'
+      else
+        d[5] = ',"head":' .. enc(h.head) .. ',"title":"\4"'
+      end
+    else
+      d[5] = ',"title":"\4"'
+    end
+    d[6] = ',\20'
+    d[7] = resc
+    d[8] = '\\/pull\\/' .. ns .. '"'
+  else
+    d = { '{"repo":', enc(repo), ',"number":', ns }
+    if h.head then
+      d[5], d[6] = ',"head":', enc(h.head)
+    end
+    d[#d + 1] = ',"title":'
+    d[#d + 1] = title
+    d[#d + 1] = ',"url":'
+    d[#d + 1] = enc('https://github.com/' .. repo .. '/pull/' .. ns)
   end
-  d[#d + 1] = ',"title":'
-  d[#d + 1] = enc(h.title or '')
-  d[#d + 1] = ',"url":'
-  d[#d + 1] = enc('https://github.com/' .. repo .. '/pull/' .. ns)
   if extra then
     local x = enc(extra) -- its keys are none of the above
     if x ~= '{}' then
@@ -152,7 +175,8 @@ local function synth(ws, repo, n, h, typ, what, priority, summary, extra, fresh)
     priority = priority, summary = summary,
     data = table.concat(d),
   }
-  return emit(e, nil, fresh)
+  if not e.coalescekey then e.coalescekey = e.subject end
+  return emit(e, pre and wg_entry(e, pre), fresh)
 end
 
 -- results reads the latest result per check name at sha.
@@ -245,8 +269,11 @@ local function evaluate(ws, repo, n, only_sha, h)
       { failed = failed }, fresh)
     redis.call('HSET', pk, 'failed:' .. head, sid)
   end
-  if h['ready:' .. head] or h.draft == '1' or changes_requested(repo, n) then return end
-  if not checks_pass(ws, repo, n, h, res, #failed > 0) then return end
+  if h['ready:' .. head] or h.draft == '1' then return end
+  -- the reviews are read only when the checks would make it ready (a PR
+  -- scheduled for its settle time with changes requested is settled to
+  -- nothing then)
+  if not checks_pass(ws, repo, n, h, res, #failed > 0) or changes_requested(repo, n) then return end
   local sid = synth(ws, repo, n, h, 'ready', 'ready/' .. head, 'attention',
     'PR #' .. int(n) .. ' ready: ' .. title .. ' (' .. repo .. ')', nil, fresh)
   redis.call('HSET', pk, 'ready:' .. head, sid)
