@@ -51,3 +51,23 @@ func TestSynthEntry(t *testing.T) {
 		}
 	}
 }
+
+// TestOwnEventOnce: a pull_request delivery's own event, appended without
+// a marker lookup while its snapshot is newer than the PR's, is still
+// journaled once whatever order its deliveries are applied and re-applied
+// in (docs/design.md §2).
+func TestOwnEventOnce(t *testing.T) {
+	e := newEnv(t, tracker.Config{})
+	first := e.pr("opened", 3, shaA, at(0))
+	edit := e.pr("edited", 3, shaA, at(5))
+	late := e.pr("labeled", 3, shaA, at(2))
+	for _, step := range []struct {
+		guid string
+		f    *github.Fact
+	}{{"g1", first}, {"g2", edit}, {"g1", first}, {"g3", late}, {"g2", edit}, {"g3", late}, {"g1", first}} {
+		e.applyGUID(step.guid, step.f)
+	}
+	for _, typ := range []string{"github.pull_request.opened", "github.pull_request.edited", "github.pull_request.labeled"} {
+		e.wantCount(typ, 1)
+	}
+}
