@@ -28,6 +28,14 @@ func (s *Store) RecordOnly(ctx context.Context, workspace, pusher string, items 
 // the previous code.
 var zencV1, _ = zstd.NewWriter(nil, zstd.WithEncoderLevel(zstd.SpeedFastest), zstd.WithEncoderCRC(false))
 
+// zencDict1 compresses as v2 records and their objects were: with
+// dictionary 0x57470001.
+var zencDict1, _ = zstd.NewWriter(nil, zstd.WithEncoderLevel(zstd.SpeedFastest), zstd.WithEncoderCRC(false),
+	zstd.WithEncoderDict(githubDict1))
+
+// encodeObjectDict1 is an object as v2's writers stored it.
+func encodeObjectDict1(data []byte) []byte { return zencDict1.EncodeAll(data, nil) }
+
 // encodeRawV1 renders a delivery as v1 did: uvarint(len(meta)) · meta JSON · zstd(body).
 func encodeRawV1(d *Delivery) []byte {
 	meta, _ := json.Marshal(rawMeta{d.GUID, d.Event, d.Hook, d.ContentType, d.Repo, d.Workspace, d.Ignored, d.Received.UnixMilli()})
@@ -76,7 +84,7 @@ func (s *Store) CommitV1(ctx context.Context, d *Delivery) (Outcome, error) {
 
 // ObjectKeys returns the keys of the shared objects a body's record references in shard.
 func (s *Store) ObjectKeys(shard int, body []byte) []string {
-	_, objs, _ := splitBody(body, nil)
+	_, objs, _, _ := encodeRaw(&Delivery{Body: body}, nil) // the objects, then their list
 	var out []string
 	for _, o := range objs {
 		out = append(out, objKey(s.Tag(shard), o.hex()))

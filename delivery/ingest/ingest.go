@@ -333,51 +333,35 @@ func (s *Store) Raws(ctx context.Context, shard int, recs []Record) ([]*Delivery
 }
 
 // assemble puts the shared objects back into decoded raw records of the
-// ingest shard tag (nil entries are skipped), reading the objects this
-// process does not have yet in one MGET. A record whose object is not
-// stored gets its error in errs.
+// ingest shard tag (nil entries are skipped), reading what this process
+// does not have yet: the records' object lists in one MGET, then their
+// objects in one more. A record whose list or object is not stored gets
+// its error in errs.
 func (s *Store) assemble(ctx context.Context, tag string, raws []*rawRecord, errs []error) ([]*Delivery, error) {
 	objs := map[[objHashLen]byte][]byte{}
-	var missing [][objHashLen]byte
+	var lists [][objHashLen]byte
 	for _, r := range raws {
+		if r != nil && r.list != nil {
+			lists = append(lists, *r.list)
+		}
+	}
+	if err := s.load(ctx, tag, lists, objs); err != nil {
+		return nil, err
+	}
+	var sums [][objHashLen]byte
+	for i, r := range raws {
 		if r == nil {
 			continue
 		}
-		for _, sum := range r.objs {
-			if _, ok := objs[sum]; ok {
-				continue
-			}
-			if data, ok := s.loaded.get(sum); ok {
-				objs[sum] = data
-			} else {
-				objs[sum] = nil
-				missing = append(missing, sum)
-			}
+		if err := r.resolveList(objs); err != nil {
+			r.release()
+			raws[i], errs[i] = nil, fmt.Errorf("raw delivery %s: %w", r.d.GUID, err)
+			continue
 		}
+		sums = append(sums, r.objs...)
 	}
-	if len(missing) > 0 {
-		keys := make([]string, len(missing))
-		for i, sum := range missing {
-			keys[i] = objKey(tag, hex.EncodeToString(sum[:]))
-		}
-		vals, err := s.rdb.MGet(ctx, keys...).Result()
-		if err != nil {
-			return nil, fmt.Errorf("shared objects of %s: %w", tag, err)
-		}
-		for i, v := range vals {
-			str, ok := v.(string)
-			if !ok {
-				delete(objs, missing[i]) // assemble reports it
-				continue
-			}
-			data, err := decodeObject(missing[i], []byte(str))
-			if err != nil {
-				delete(objs, missing[i])
-				continue
-			}
-			objs[missing[i]] = data
-			s.loaded.put(missing[i], data)
-		}
+	if err := s.load(ctx, tag, sums, objs); err != nil {
+		return nil, err
 	}
 	out := make([]*Delivery, len(raws))
 	for i, r := range raws {
@@ -386,13 +370,57 @@ func (s *Store) assemble(ctx context.Context, tag string, raws []*rawRecord, err
 		}
 		d, err := r.assemble(objs)
 		if err != nil {
-			Release([]*Delivery{r.d})
+			r.release()
 			errs[i] = fmt.Errorf("raw delivery %s: %w", r.d.GUID, err)
 			continue
 		}
 		out[i] = d
 	}
 	return out, nil
+}
+
+// load puts the shared objects sums of the ingest shard tag into objs
+// (decompressed, by hash): from this process's cache, else in one MGET. An
+// object that is not stored, or not what its hash names, is left out.
+func (s *Store) load(ctx context.Context, tag string, sums [][objHashLen]byte, objs map[[objHashLen]byte][]byte) error {
+	var missing [][objHashLen]byte
+	for _, sum := range sums {
+		if _, ok := objs[sum]; ok {
+			continue
+		}
+		if data, ok := s.loaded.get(sum); ok {
+			objs[sum] = data
+		} else {
+			objs[sum] = nil
+			missing = append(missing, sum)
+		}
+	}
+	if len(missing) == 0 {
+		return nil
+	}
+	keys := make([]string, len(missing))
+	for i, sum := range missing {
+		keys[i] = objKey(tag, hex.EncodeToString(sum[:]))
+	}
+	vals, err := s.rdb.MGet(ctx, keys...).Result()
+	if err != nil {
+		return fmt.Errorf("shared objects of %s: %w", tag, err)
+	}
+	for i, v := range vals {
+		str, ok := v.(string)
+		if !ok {
+			delete(objs, missing[i]) // assemble reports it
+			continue
+		}
+		data, err := decodeObject(missing[i], []byte(str))
+		if err != nil {
+			delete(objs, missing[i])
+			continue
+		}
+		objs[missing[i]] = data
+		s.loaded.put(missing[i], data)
+	}
+	return nil
 }
 
 // rawMeta is what a raw record keeps beside the compressed body.

@@ -19,7 +19,7 @@ import (
 	"github.com/wakegate/wakegate/delivery/keyspace"
 )
 
-// Raw records (docs/design.md §14). Two formats are read:
+// Raw records (docs/design.md §14). Three formats are read:
 //
 //	v1 (before): uvarint(len(meta)) · meta JSON · zstd(body)
 //	v2:          0x00 0x02 · uvarint(dictionary id, 0 = none) ·
@@ -28,28 +28,57 @@ import (
 //	             uvarint(n) · n × 16-byte object hashes ·
 //	             uvarint(m) · m × (uvarint position delta, uvarint object index) ·
 //	             zstd(rest)
+//	v3 (written): 0x00 0x03 · uvarint(dictionary id) · event and content
+//	             type each as a token (1 byte: k ≥ 1 is knownEvents[k-1] or
+//	             knownTypes[k-1], 0 a uvarint-length string follows) ·
+//	             repo, workspace, ignored and received as in v2 ·
+//	             uvarint(n) · (n ≤ 1: n × 16-byte object hashes; n ≥ 2: the
+//	             16-byte hash of the object list, a shared object whose
+//	             bytes are the n hashes) · refs as in v2 ·
+//	             zstd(rest) without the frame's 4-byte magic number
 //
-// v1's first byte is never 0 (its meta JSON is at least "{}"). In v2 the
-// GUID and hook are the key's, not repeated in the value; "rest" is the
+// v1's first byte is never 0 (its meta JSON is at least "{}"). In v2 and
+// v3 the GUID and hook are the key's, not repeated in the value; "rest" is the
 // body with the spans of its shared objects (findSpans) cut out, and each
 // object is stored once per ingest shard under objKey, zstd-compressed
 // with the same dictionary. Positions are offsets into rest where the
 // objects go back, in order: the body comes back byte for byte.
 
-// githubDict is a zstd dictionary trained on the GitHub payload examples of
-// testdata/github (`cd delivery/ingest && go run ./internal/gendict -o
-// github.zdict`, which refuses to replace a dictionary under its id:
-// training is not deterministic): every example but the one
-// `wakegate bench ingest` sends, cut into rests and shared objects as
-// they are stored). Its id is in every v2 record (and zstd frame): a
-// new dictionary gets a new id, and the old one stays registered with
-// the decoder for as long as records written with it are retained.
+// knownEvents and knownTypes are the tokens of v3 records: append only
+// (a record names an entry by its position).
+var (
+	knownEvents = [...]string{"pull_request", "pull_request_review", "pull_request_review_comment",
+		"pull_request_review_thread", "check_run", "check_suite", "status", "workflow_run", "workflow_job",
+		"issue_comment", "issues", "push", "ping", "installation", "installation_repositories",
+		"merge_group", "deployment_status", "deployment", "create", "delete", "release"}
+	knownTypes = [...]string{"application/json", "application/x-www-form-urlencoded"}
+)
+
+// zstdMagic starts every zstd frame; v3 records leave it out.
+var zstdMagic = [4]byte{0x28, 0xb5, 0x2f, 0xfd}
+
+// githubDict is the zstd dictionary new records are written with,
+// trained on the GitHub payload examples of testdata/github (`cd
+// delivery/ingest && go run ./internal/gendict -o github-<id>.zdict -id
+// <id>`, which refuses to replace a dictionary under its id: training is
+// not deterministic): the rests of every example but the one `wakegate
+// bench ingest` sends, cut as they are stored. Its id is in every v2 and
+// v3 record (and zstd frame): a new dictionary gets a new id, and the old
+// ones stay registered with the decoder for as long as records written
+// with them are retained (oldDicts).
 //
-//go:embed github.zdict
+//go:embed github-57470002.zdict
 var githubDict []byte
 
 // dictID is githubDict's id, the one written in new records.
-const dictID = 0x57470001
+const dictID = 0x57470002
+
+// githubDict1 is the dictionary v2 records and the objects stored with
+// them were written with (id 0x57470001, trained on rests and objects):
+// read only.
+//
+//go:embed github.zdict
+var githubDict1 []byte
 
 const objHashLen = 16
 
@@ -66,12 +95,17 @@ var (
 		zstd.WithEncoderConcurrency(min(runtime.GOMAXPROCS(0), 16)), zstd.WithEncoderCRC(false),
 		zstd.WithEncoderDict(githubDict))
 	zdec, _ = zstd.NewReader(nil, zstd.WithDecoderConcurrency(0), zstd.WithDecoderMaxMemory(64<<20),
-		zstd.WithDecoderDicts(githubDict))
+		zstd.WithDecoderDicts(githubDict, githubDict1))
 )
 
 func init() {
-	if id, err := zstd.InspectDictionary(githubDict); err != nil || id.ID() != dictID {
-		panic(fmt.Sprintf("ingest: the embedded dictionary github.zdict is not dictionary %#x (%v)", dictID, err))
+	for _, d := range []struct {
+		b  []byte
+		id uint32
+	}{{githubDict, dictID}, {githubDict1, 0x57470001}} {
+		if id, err := zstd.InspectDictionary(d.b); err != nil || id.ID() != d.id {
+			panic(fmt.Sprintf("ingest: an embedded dictionary is not dictionary %#x (%v)", d.id, err))
+		}
 	}
 }
 
@@ -116,9 +150,9 @@ func splitBody(body []byte, rest []byte) ([]byte, []object, [][2]int) {
 	return append(rest, body[prev:]...), objs, refs
 }
 
-// encodeRaw appends d's v2 record to out and returns the shared objects
-// it references (their data aliasing d.Body) and the body's marker
-// (bodyMark).
+// encodeRaw appends d's v3 record to out and returns the shared objects
+// it references (their data aliasing d.Body; the last one the object
+// list, when there is one) and the body's marker (bodyMark).
 func encodeRaw(d *Delivery, out []byte) ([]byte, []object, [objHashLen]byte, error) {
 	restBuf := restPool.Get().(*[]byte)
 	defer restPool.Put(restBuf)
@@ -126,20 +160,35 @@ func encodeRaw(d *Delivery, out []byte) ([]byte, []object, [objHashLen]byte, err
 	if cap(rest) <= maxPooledRec {
 		*restBuf = rest[:0]
 	}
-	mark := bodyMark(d.Repo, len(d.Body), rest, objs, refs)
+	mark := bodyMark(d.Repo, len(d.Body), rest, objs, refs) // before the list joins objs
 	if need := 96 + len(d.Repo) + len(d.Workspace) + len(d.Ignored) + len(objs)*objHashLen + len(refs)*4 + len(rest)/6; cap(out) < need {
 		out = make([]byte, 0, need)
 	}
-	out = append(out, 0, 2)
+	out = append(out, 0, 3)
 	out = binary.AppendUvarint(out, dictID)
-	for _, s := range [...]string{d.Event, d.ContentType, d.Repo, d.Workspace, d.Ignored} {
+	out = appendToken(out, d.Event, knownEvents[:])
+	out = appendToken(out, d.ContentType, knownTypes[:])
+	for _, s := range [...]string{d.Repo, d.Workspace, d.Ignored} {
 		out = binary.AppendUvarint(out, uint64(len(s)))
 		out = append(out, s...)
 	}
 	out = binary.AppendUvarint(out, uint64(d.Received.UnixMilli()))
 	out = binary.AppendUvarint(out, uint64(len(objs)))
-	for _, o := range objs {
-		out = append(out, o.sum[:]...)
+	if len(objs) >= 2 {
+		// the deliveries about a repository come with the same few
+		// objects: their list is a shared object too, 16 bytes a record
+		// instead of 16 an object
+		list := make([]byte, 0, len(objs)*objHashLen)
+		for _, o := range objs {
+			list = append(list, o.sum[:]...)
+		}
+		full := sha256.Sum256(list)
+		objs = append(objs, object{sum: [objHashLen]byte(full[:objHashLen]), data: list})
+		out = append(out, full[:objHashLen]...)
+	} else {
+		for _, o := range objs {
+			out = append(out, o.sum[:]...)
+		}
 	}
 	out = binary.AppendUvarint(out, uint64(len(refs)))
 	prev := 0
@@ -148,7 +197,25 @@ func encodeRaw(d *Delivery, out []byte) ([]byte, []object, [objHashLen]byte, err
 		out = binary.AppendUvarint(out, uint64(r[1]))
 		prev = r[0]
 	}
-	return zenc.EncodeAll(rest, out), objs, mark, nil
+	n := len(out)
+	out = zenc.EncodeAll(rest, out)
+	if string(out[n:n+len(zstdMagic)]) != string(zstdMagic[:]) {
+		return nil, nil, mark, errors.New("raw record: zstd frame without its magic number")
+	}
+	return append(out[:n], out[n+len(zstdMagic):]...), objs, mark, nil
+}
+
+// appendToken appends s as a v3 token: its position in known plus one, or
+// 0 and s as a uvarint-length string.
+func appendToken(out []byte, s string, known []string) []byte {
+	for i, k := range known {
+		if s == k {
+			return append(out, byte(i+1))
+		}
+	}
+	out = append(out, 0)
+	out = binary.AppendUvarint(out, uint64(len(s)))
+	return append(out, s...)
 }
 
 // bodyMark is the body marker's hash (docs/design.md §3, §14): SHA-256 of
@@ -202,6 +269,40 @@ type rawRecord struct {
 	rest []byte // v2: the body without its objects (pooled in d.buf)
 	objs [][objHashLen]byte
 	refs [][2]int
+	// v3 with two objects or more: the hash of their list and how many
+	// (objs is nil until resolveList)
+	list  *[objHashLen]byte
+	nobjs int
+}
+
+// release hands the buffer of a record that will not be assembled back
+// (Release).
+func (r *rawRecord) release() {
+	if r.rest != nil {
+		r.d.Body, r.rest = r.rest, nil
+	}
+	Release([]*Delivery{r.d})
+}
+
+// resolveList reads the record's object list from objs (decompressed, by
+// hash), when it has one that is not read yet.
+func (r *rawRecord) resolveList(objs map[[objHashLen]byte][]byte) error {
+	if r.list == nil {
+		return nil
+	}
+	data, ok := objs[*r.list]
+	if !ok {
+		return fmt.Errorf("object list %x of the raw record: %w", *r.list, ErrNotFound)
+	}
+	if len(data) != r.nobjs*objHashLen {
+		return fmt.Errorf("object list %x of %d bytes for %d objects: %w", *r.list, len(data), r.nobjs, errCorrupt)
+	}
+	r.objs = make([][objHashLen]byte, r.nobjs)
+	for i := range r.objs {
+		copy(r.objs[i][:], data[i*objHashLen:])
+	}
+	r.list = nil
+	return nil
 }
 
 // decodeRaw decodes a raw record stored under guid and hook. A v2 record
@@ -232,7 +333,8 @@ func decodeRaw(guid, hook string, v []byte) (*rawRecord, error) {
 var errCorrupt = errors.New("corrupt raw record")
 
 func decodeRawV2(guid, hook string, v []byte) (*rawRecord, error) {
-	if v[1] != 2 {
+	format := v[1]
+	if format != 2 && format != 3 {
 		return nil, fmt.Errorf("raw record format %d: %w", v[1], errCorrupt)
 	}
 	p := v[2:]
@@ -257,7 +359,30 @@ func decodeRawV2(guid, hook string, v []byte) (*rawRecord, error) {
 		return nil, errCorrupt
 	}
 	var fs [5]string
-	for i := range fs {
+	first := 0
+	if format == 3 {
+		for i, known := range [...][]string{knownEvents[:], knownTypes[:]} {
+			if len(p) == 0 {
+				return nil, errCorrupt
+			}
+			k := int(p[0])
+			p = p[1:]
+			switch {
+			case k > len(known):
+				return nil, errCorrupt
+			case k > 0:
+				fs[i] = known[k-1]
+			default:
+				s, ok := str()
+				if !ok {
+					return nil, errCorrupt
+				}
+				fs[i] = s
+			}
+		}
+		first = 2
+	}
+	for i := first; i < len(fs); i++ {
 		s, ok := str()
 		if !ok {
 			return nil, errCorrupt
@@ -269,13 +394,26 @@ func decodeRawV2(guid, hook string, v []byte) (*rawRecord, error) {
 		return nil, errCorrupt
 	}
 	nobj, ok := uv()
-	if !ok || nobj*objHashLen > uint64(len(p)) {
+	if !ok || nobj > uint64(len(v)) {
 		return nil, errCorrupt
 	}
-	r := &rawRecord{objs: make([][objHashLen]byte, nobj)}
-	for i := range r.objs {
-		copy(r.objs[i][:], p[:objHashLen])
+	r := &rawRecord{}
+	if format == 3 && nobj >= 2 {
+		if len(p) < objHashLen {
+			return nil, errCorrupt
+		}
+		r.list, r.nobjs = new([objHashLen]byte), int(nobj)
+		copy(r.list[:], p)
 		p = p[objHashLen:]
+	} else {
+		if nobj*objHashLen > uint64(len(p)) {
+			return nil, errCorrupt
+		}
+		r.objs = make([][objHashLen]byte, nobj)
+		for i := range r.objs {
+			copy(r.objs[i][:], p[:objHashLen])
+			p = p[objHashLen:]
+		}
 	}
 	nref, ok := uv()
 	if !ok || nref > uint64(len(p)) {
@@ -291,6 +429,11 @@ func decodeRawV2(guid, hook string, v []byte) (*rawRecord, error) {
 		}
 		pos += int(d)
 		r.refs[i] = [2]int{pos, int(idx)}
+	}
+	if format == 3 {
+		// the frame without its magic number: put it back
+		frame := make([]byte, 0, len(zstdMagic)+len(p))
+		p = append(append(frame, zstdMagic[:]...), p...)
 	}
 	buf := bodyPool.Get().(*[]byte)
 	rest, err := zdec.DecodeAll(p, (*buf)[:0])
@@ -317,6 +460,9 @@ func decodeRawV2(guid, hook string, v []byte) (*rawRecord, error) {
 func (r *rawRecord) assemble(objs map[[objHashLen]byte][]byte) (*Delivery, error) {
 	if r.rest == nil {
 		return r.d, nil
+	}
+	if err := r.resolveList(objs); err != nil {
+		return nil, err
 	}
 	n := len(r.rest)
 	for _, ref := range r.refs {

@@ -3,6 +3,7 @@ package ingest_test
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"io/fs"
 	"net/url"
@@ -60,7 +61,8 @@ func allRecords(ctx context.Context, t *testing.T, rdb redis.UniversalClient, s 
 }
 
 // TestRawRoundTripEveryFixture: every GitHub payload example, committed as
-// a JSON delivery and as a form-encoded one, in the current format (twice
+// a JSON delivery and as a form-encoded one (its meta — event, content
+// type, repository, when received — back as committed too), in the current format (twice
 // each: the second commit finds the shared objects stored) and in the
 // previous one (v1, written by the previous code's script), comes back
 // byte for byte through Raws (the deriver) and Stored (an operator's
@@ -78,6 +80,7 @@ func TestRawRoundTripEveryFixture(t *testing.T) {
 		s := ingest.New(rdb, j)
 		want := map[string][]byte{} // guid → body
 		hookOf := map[string]string{}
+		meta := map[string]ingest.Delivery{} // guid → event, content type, repo, received
 		for i, name := range names {
 			body := fixtures[name]
 			form := []byte("payload=" + url.QueryEscape(string(body)))
@@ -105,6 +108,7 @@ func TestRawRoundTripEveryFixture(t *testing.T) {
 					t.Fatalf("%s #%d: %v %v", name, k, got, err)
 				}
 				want[d.GUID], hookOf[d.GUID] = v.body, d.Hook
+				meta[d.GUID] = ingest.Delivery{Event: d.Event, ContentType: d.ContentType, Repo: d.Repo, Received: d.Received}
 			}
 		}
 		check := func(who string, s *ingest.Store) {
@@ -121,6 +125,10 @@ func TestRawRoundTripEveryFixture(t *testing.T) {
 					if !bytes.Equal(d.Body, want[recs[i].GUID]) || d.GUID != recs[i].GUID || d.Hook != hookOf[recs[i].GUID] || d.Workspace != "ws" {
 						t.Fatalf("%s: Raws %s: body of %d bytes differs from the %d committed (or guid %s hook %s workspace %s)", who, recs[i].GUID,
 							len(d.Body), len(want[recs[i].GUID]), d.GUID, d.Hook, d.Workspace)
+					}
+					if m := meta[recs[i].GUID]; d.Event != m.Event || d.ContentType != m.ContentType || d.Repo != m.Repo || !d.Received.Equal(m.Received) {
+						t.Fatalf("%s: Raws %s: event %q, content type %q, repo %q, received %v; committed %q, %q, %q, %v", who, recs[i].GUID,
+							d.Event, d.ContentType, d.Repo, d.Received, m.Event, m.ContentType, m.Repo, m.Received)
 					}
 					n++
 				}
@@ -199,6 +207,52 @@ func TestRawObjectGone(t *testing.T) {
 		got, err = ingest.New(rdb, j).Stored(ctx, "g1", "42")
 		if err != nil || !bytes.Equal(got.Body, body) {
 			t.Fatalf("g1 back: %v", err)
+		}
+	})
+}
+
+// TestRawObjectListGone: a record whose object list is not stored (Redis
+// lost it) reads as not found, for the deriver and for a redelivery,
+// never as another body; the other records of the batch still read.
+func TestRawObjectListGone(t *testing.T) {
+	backends(t, func(t *testing.T, rdb redis.UniversalClient, j *journal.Journal) {
+		ctx := context.Background()
+		s := ingest.New(rdb, j)
+		body := fixture(t)
+		d := ingest.Delivery{GUID: "g1", Event: "pull_request", Hook: "42", ContentType: "application/json",
+			Repo: "Codertocat/Hello-World", Workspace: "default", Body: body, Received: time.Unix(1700000000, 0)}
+		d2 := ingest.Delivery{GUID: "g2", Event: "ping", Hook: "42", ContentType: "application/json",
+			Repo: d.Repo, Workspace: "default", Body: []byte(`{"zen":"x"}`), Received: time.Unix(1700000000, 0)}
+		for _, d := range []*ingest.Delivery{&d, &d2} {
+			if got, err := s.CommitDelivery(ctx, d); err != nil || got != ingest.Committed {
+				t.Fatalf("%s: %v %v", d.GUID, got, err)
+			}
+		}
+		keys := s.ObjectKeys(s.ShardOf(d.Repo), body)
+		if err := rdb.Del(ctx, keys[len(keys)-1]).Err(); err != nil { // the list
+			t.Fatal(err)
+		}
+		fresh := ingest.New(rdb, j)
+		if _, err := fresh.Stored(ctx, "g1", "42"); !errors.Is(err, ingest.ErrNotFound) {
+			t.Fatalf("Stored with the object list gone: %v, want not found", err)
+		}
+		shard := s.ShardOf(d.Repo)
+		recs := allRecords(ctx, t, rdb, s)[shard]
+		ds, errs, err := fresh.Raws(ctx, shard, recs)
+		if err != nil || len(ds) != 2 {
+			t.Fatal(err, len(ds))
+		}
+		for i, rec := range recs {
+			switch rec.GUID {
+			case "g1":
+				if !errors.Is(errs[i], ingest.ErrNotFound) || ds[i] != nil {
+					t.Fatalf("Raws g1 with its object list gone: %v", errs[i])
+				}
+			default:
+				if errs[i] != nil || string(ds[i].Body) != `{"zen":"x"}` {
+					t.Fatalf("Raws %s beside it: %v", rec.GUID, errs[i])
+				}
+			}
 		}
 	})
 }
