@@ -4,9 +4,13 @@
 -- The script must call wg_config(ttl, maxlen, notify_prefix) with the
 -- three values of Journal.AppendArgs first.
 --
---   wg_append(tag, event_json, workspace, source, id)
+--   wg_append(tag, event_json, workspace, source, id, fresh)
 --     → stream id of the entry (new or the one already journaled), and
 --       1 when it appended, 0 when (source, id) was already there.
+--       fresh: the caller's own state, written in this same call with
+--       the entry's stream id and kept at least as long as the marker,
+--       says (source, id) was never appended: no marker is looked up
+--       (docs/design.md §2); the marker is written all the same.
 --
 --   wg_seen(tag, source, id)
 --     → the stream id (source, id) was journaled under while its marker
@@ -36,10 +40,11 @@
 -- the hash expires at start + period + ttl. Its value is the stream id,
 -- as the milliseconds after start when its sequence is 0, else whole.
 -- A lookup reads the 3 hashes whose period may still be kept, then the
--- previous version's key "<tag>:eid:<sha1 hex>".
+-- previous version's key "<tag>:eid:<sha1 hex>" while the shard may hold
+-- such keys (wg_legacy).
 --
 -- Keys it touches are all under tag, the shard's hash tag: "<tag>:journal",
--- "<tag>:em:<start>:<xx>", "<tag>:eid:<sha1>" (read) and
+-- "<tag>:em:<start>:<xx>", "<tag>:eid:<sha1>" (read), "<tag>:emepoch" and
 -- "<tag>:term:<ws>:<subject>". Callers list "<tag>:journal" in KEYS so the
 -- script is routed to its slot. It publishes the tag on
 -- "<notify_prefix><ws>", once per workspace and shard.
@@ -72,6 +77,31 @@ local function wg_start()
   if not wg_now then wg_now = tonumber(redis.call('TIME')[1]) end
   return wg_now - wg_now % wg_period
 end
+-- wg_legacy tells whether markers of the previous version may still be
+-- in tag's shard (read once per call and shard): the shard's marker
+-- epoch "<tag>:emepoch" (keyspace.Shard.MarkerEpoch) is when this
+-- version first appended there (Unix seconds), "0" when the shard's
+-- journal was empty then (no marker of before to honour); set by the
+-- first lookup. They are gone a retention after it.
+local wg_legacy_of = {}
+local function wg_legacy(tag)
+  local l = wg_legacy_of[tag]
+  if l == nil then
+    local k = tag .. ':emepoch'
+    local epoch = redis.call('GET', k)
+    if not epoch then
+      wg_start()
+      epoch = '0'
+      if redis.call('XLEN', tag .. ':journal') > 0 then epoch = string.format('%d', wg_now) end
+      redis.call('SET', k, epoch)
+    end
+    epoch = tonumber(epoch) or 0
+    wg_start()
+    l = epoch > 0 and wg_now <= epoch + wg_ttl
+    wg_legacy_of[tag] = l
+  end
+  return l
+end
 local function wg_find(tag, hex, f, xx)
   local cur = wg_start()
   for k = 0, 2 do
@@ -82,15 +112,18 @@ local function wg_find(tag, hex, f, xx)
       return string.format('%d-0', start * 1000 + tonumber(v))
     end
   end
+  if not wg_legacy(tag) then return nil end
   return redis.call('GET', tag .. ':eid:' .. hex) or nil
 end
 local function wg_seen(tag, source, id)
   return wg_find(tag, wg_key(source, id))
 end
-local function wg_append(tag, ev, ws, source, id)
+local function wg_append(tag, ev, ws, source, id, fresh)
   local hex, f, xx = wg_key(source, id)
-  local got = wg_find(tag, hex, f, xx)
-  if got then return got, 0 end
+  if not fresh then
+    local got = wg_find(tag, hex, f, xx)
+    if got then return got, 0 end
+  end
   local sid = redis.call('XADD', tag .. ':journal', 'MAXLEN', '~', wg_maxlen, '*', 'e', ev, 'w', ws)
   local start = wg_start()
   local mk = wg_markers(tag, start, xx)
@@ -168,6 +201,11 @@ local WG_DATA = {
   '"url":"https://github.com/', '\19', '"url":"https:\\/\\/github.com\\/', '\20',
   '"draft":false,"merged":false,"labels":[', '\21',
 }
+-- wg_subject_repo is the repository of a subject wg_entry writes a
+-- compact entry for, else nil.
+local function wg_subject_repo(subject)
+  return string.match(subject, '^github:([%w%._%-/]+)[#@]')
+end
 -- wg_entry: the compact entry of an event about a GitHub subject
 -- (docs/design.md §14 "Journal entries"): "\1", the repository, "\0", the
 -- title (as the summary's JSON has it, "" for none), "\0", the head sha
@@ -176,17 +214,31 @@ local WG_DATA = {
 -- the title (\4), the sha (\1) and WG_DATA as the one-byte tokens of
 -- journal.expand. The envelope is written with its tokens in place; the
 -- data is searched for each (plain finds). Any other subject: wg_json.
-local function wg_entry(e)
+-- pre (optional): the caller built e.data with those tokens already in it
+-- for pre.title (the title as the data's JSON has it, its header) and the
+-- sha the id ends with: nothing is searched in the data, and the summary
+-- has its first occurrence of pre.title and its " (<repo>)" tail
+-- replaced.
+local function wg_entry(e, pre)
   local subject = e.subject
   if type(subject) ~= 'string' or type(e.id) ~= 'string' or type(e.type) ~= 'string'
     or type(e.time) ~= 'string' or type(e.source) ~= 'string' then
     return wg_json(e)
   end
-  local repo = string.match(subject, '^github:([%w%._%-/]+)[#@]')
+  local repo = wg_subject_repo(subject)
   if not repo then return wg_json(e) end
   local resc = string.gsub(repo, '/', '\\/')
   local summary, title = nil, ''
-  if e.summary and e.summary ~= '' then
+  if pre and e.summary and e.summary ~= '' then
+    title = pre.title
+    summary = wg_tail(e.summary)
+    local tail = ' (' .. resc .. ')"'
+    if string.sub(summary, -#tail) == tail then summary = string.sub(summary, 1, -#tail - 1) .. ' (\3)"' end
+    local i = title ~= '' and string.find(summary, title, 1, true)
+    if i then summary = string.sub(summary, 1, i - 1) .. '\4' .. string.sub(summary, i + #title) end
+  elseif pre then
+    title = pre.title
+  elseif e.summary and e.summary ~= '' then
     summary = wg_tail(e.summary)
     local a = string.find(summary, ': ', 1, true)
     if a then
@@ -235,7 +287,9 @@ local function wg_entry(e)
   if e.terminal then p[#p + 1] = ',"terminal":true' end
   if summary then p[#p + 1] = '\16' .. summary end
   local d = e.data
-  if d and d ~= '' then
+  if pre then
+    p[#p + 1] = '\17' .. d
+  elseif d and d ~= '' then
     d = wg_sub(d, title, '\4')
     d = wg_sub(d, sha, '\1')
     d = wg_sub(d, resc, '\3')

@@ -157,3 +157,61 @@ func TestLegacyMarkersHonoured(t *testing.T) {
 		}
 	})
 }
+
+// TestLegacyMarkersEpoch: the shard's marker epoch says whether markers of
+// the previous version may be there: a shard whose journal was empty at
+// its first lookup has none ("0"), one that had entries honours them for
+// a retention after its epoch, and not after.
+func TestLegacyMarkersEpoch(t *testing.T) {
+	ctx := context.Background()
+	rdb, prefix := redistest.New(t)
+	const retention = 2 * time.Hour
+	j := journal.New(rdb, journal.Config{Prefix: prefix, Shards: 1, Retention: retention})
+	first := ev("ws", "session:s", "first")
+	if _, added, err := j.Append(ctx, first); err != nil || !added {
+		t.Fatalf("append: %v %v", added, err)
+	}
+	epochKey := j.Keys(0).MarkerEpoch()
+	if v, err := rdb.Get(ctx, epochKey).Result(); err != nil || v != "0" {
+		t.Fatalf("epoch of a shard that had no entry = %q %v, want 0", v, err)
+	}
+	legacy := func(id string) (added bool) {
+		t.Helper()
+		e := ev("ws", "session:s", id)
+		if err := rdb.Set(ctx, j.LegacyDedupKey(0, e.Source, e.ID), "1700000000000-0", time.Hour).Err(); err != nil {
+			t.Fatal(err)
+		}
+		_, added, err := j.Append(ctx, e)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return added
+	}
+	if !legacy("after-empty") {
+		t.Error("a shard empty at its epoch honoured a legacy marker")
+	}
+	now := time.Now().Unix()
+	for _, c := range []struct {
+		epoch int64
+		added bool
+	}{
+		{now - 60, false}, // within a retention of the epoch: honoured
+		{now - int64(retention/time.Second) - 60, true}, // a retention past it: not read
+	} {
+		if err := rdb.Set(ctx, epochKey, c.epoch, 0).Err(); err != nil {
+			t.Fatal(err)
+		}
+		if got := legacy("epoch-" + strconv.FormatInt(c.epoch, 10)); got != c.added {
+			t.Errorf("epoch %d s ago: appended %v, want %v", now-c.epoch, got, c.added)
+		}
+	}
+	if err := rdb.Del(ctx, epochKey).Err(); err != nil {
+		t.Fatal(err)
+	}
+	if legacy("no-epoch") {
+		t.Error("a shard with entries and no epoch yet did not honour a legacy marker")
+	}
+	if v, _ := rdb.Get(ctx, epochKey).Int64(); v < now-5 {
+		t.Errorf("epoch of a shard with entries = %d, want now (%d)", v, now)
+	}
+}

@@ -12,6 +12,7 @@ func TestKeyStrings(t *testing.T) {
 		j.Journal():                                          "wg:{j7}:journal",
 		j.Eid("s", "i"):                                      "wg:{j7}:eid:592fbc470baa6b3a971abfd043f9199cfa0d6071",
 		j.Markers(1796428800, "59"):                          "wg:{j7}:em:1796428800:59",
+		j.MarkerEpoch():                                      "wg:{j7}:emepoch",
 		j.RedeliveryClaim("s", "i"):                          "wg:{j7}:eid:592fbc470baa6b3a971abfd043f9199cfa0d6071:claim",
 		j.Term("ws", "pr:o/r#1"):                             "wg:{j7}:term:ws:pr:o/r#1",
 		j.Lease() + j.Epoch():                                "wg:{j7}:leasewg:{j7}:epoch",

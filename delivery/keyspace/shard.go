@@ -42,6 +42,11 @@ func (s Shard) Markers(start int64, xx string) string {
 	return string(s) + ":em:" + strconv.FormatInt(start, 10) + ":" + xx
 }
 
+// MarkerEpoch holds when the shard's appends began writing period-hash
+// markers (Unix seconds; "0": its journal was empty, no Eid marker to
+// honour): wg_legacy stops reading Eid markers a retention after it.
+func (s Shard) MarkerEpoch() string { return string(s) + ":emepoch" }
+
 // Term is the terminal record of a subject (wg_terminal).
 func (s Shard) Term(workspace, subject string) string {
 	return string(s) + ":term:" + workspace + ":" + subject

@@ -134,8 +134,8 @@ end
 -- the session, session_ws of PR n when the caller has read them. built:
 -- DATA is the event itself, built by the caller (I.ev_at), for the own
 -- event about I.subject (Lua then builds no entry: the sessionid, when
--- linked, is the only part spliced in).
-local function own_event(subject, id, n, linked, built)
+-- linked, is the only part spliced in). fresh: as emit's.
+local function own_event(subject, id, n, linked, built, fresh)
   local session
   if linked then
     if linked[1] and linked[2] == ws then session = linked[1] end
@@ -148,13 +148,13 @@ local function own_event(subject, id, n, linked, built)
     priority = I.priority, coalescekey = I.coalescekey,
     terminal = I.terminal, summary = I.summary, data = DATA,
   }
-  if not built then return emit(e) end
+  if not built then return emit(e, nil, fresh) end
   local ev = DATA
   if session then
     ev = table.concat({ string.sub(DATA, 1, I.ev_at), ',"sessionid":', cjson.encode(session),
       string.sub(DATA, I.ev_at + 1) })
   end
-  emit(e, ev)
+  emit(e, ev, fresh)
 end
 
 -- trailer_link applies a PR body's Wakegate-Session trailer (p.trailer)
@@ -277,7 +277,15 @@ local function tr_apply(input, data, ctx)
       -- apply_pr writes none of the link's fields: what cur read stands
       local linked
       if cur and I.number == I.pr.number then linked = { cur[5], cur[6] } end
-      own_event(I.subject, I.id ~= '' and I.id or I.guid, I.number, linked, I.ev_at)
+      -- A pull_request delivery's own event keyed by its guid: one guid is
+      -- one payload, one updated_at, and the hash's updated_at (the
+      -- newest applied, written in the same call as the event, and kept
+      -- longer than its marker when RETENTION ≥ the journal's) below it
+      -- proves this delivery never applied: no marker lookup
+      -- (docs/design.md §2).
+      local fresh = cur and I.id == '' and I.pr.updated_ms > 0
+        and I.pr.updated_ms > (tonumber(cur[3]) or 0) and RETENTION >= wg_ttl
+      own_event(I.subject, I.id ~= '' and I.id or I.guid, I.number, linked, I.ev_at, fresh)
     else
       local base_id = I.id ~= '' and I.id or I.guid
       local prs = journaled_prs(targets)

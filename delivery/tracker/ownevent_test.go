@@ -4,7 +4,32 @@ import (
 	"encoding/json"
 	"reflect"
 	"testing"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/wakegate/wakegate/delivery/journal"
 )
+
+// entryJSON is a stored entry's JSON (a compact entry expanded).
+func entryJSON(t *testing.T, entry string) map[string]any {
+	t.Helper()
+	e, err := journal.Decode(0, redis.XMessage{ID: "1-0", Values: map[string]any{"e": entry, "w": "ws"}})
+	if err != nil {
+		t.Fatalf("decode %q: %v", entry, err)
+	}
+	b, _ := json.Marshal(e)
+	var m map[string]any
+	if err := json.Unmarshal(b, &m); err != nil {
+		t.Fatal(err)
+	}
+	for _, k := range []string{"specversion", "datacontenttype", "workspace", "seq"} {
+		delete(m, k)
+	}
+	if m["coalescekey"] == m["subject"] {
+		delete(m, "coalescekey")
+	}
+	return m
+}
 
 // TestOwnEvent holds the own event built in Go (applyInput.ownEvent) to
 // what apply.lua journals: valid JSON whatever the strings hold, the
@@ -17,10 +42,7 @@ func TestOwnEvent(t *testing.T) {
 				Subject: "github:o/r#1", Time: "2026-01-02T03:04:05Z", Priority: "attention",
 				CoalesceKey: s, Terminal: terminal, Summary: s}
 			ev := in.ownEvent(`{"title":"x"}`)
-			var got map[string]any
-			if err := json.Unmarshal([]byte(ev), &got); err != nil {
-				t.Fatalf("%q: %v in %s", s, err, ev)
-			}
+			got := entryJSON(t, ev)
 			want := map[string]any{"id": "g1", "source": "//github.com/o/r", "type": "github.pull_request.opened",
 				"subject": "github:o/r#1", "time": "2026-01-02T03:04:05Z", "priority": "attention",
 				"coalescekey": s, "summary": s, "data": map[string]any{"title": "x"}}
@@ -31,9 +53,8 @@ func TestOwnEvent(t *testing.T) {
 				t.Errorf("event\n got %v\nwant %v", got, want)
 			}
 			linked := ev[:in.EvAt] + `,"sessionid":"s1"` + ev[in.EvAt:]
-			got = nil
-			if err := json.Unmarshal([]byte(linked), &got); err != nil || got["sessionid"] != "s1" {
-				t.Errorf("spliced at %d: %v, %v in %s", in.EvAt, got["sessionid"], err, linked)
+			if got := entryJSON(t, linked); got["sessionid"] != "s1" {
+				t.Errorf("spliced at %d: %v in %q", in.EvAt, got["sessionid"], linked)
 			}
 			if in.Priority != "" || in.CoalesceKey != "" || (in.Summary != "") != terminal || (in.Time != "") != terminal {
 				t.Errorf("input keeps %+v (terminal %v)", in, terminal)

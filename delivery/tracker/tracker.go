@@ -16,7 +16,6 @@
 package tracker
 
 import (
-	"bytes"
 	"context"
 	_ "embed"
 	"encoding/json"
@@ -362,79 +361,28 @@ func (t *Tracker) applyInput(ctx context.Context, workspace, guid string, f *git
 	return in, data, nil
 }
 
-// ownEvent builds the delivery's own event about in.Subject as
-// the journal's JSON entry form (docs/design.md §14 "Journal entries"),
-// without its sessionid: the script knows the PR's link and splices it in
-// after the first in.EvAt bytes. Lua builds every string it makes in
-// full, hashing each byte; here it costs the worker far less than it cost
-// Redis. The fields only the entry needed leave the input (the script
-// keeps time and summary of a terminal event for its terminal record).
+// ownEvent builds the delivery's own event about in.Subject as the
+// journal stores it (journal.Entry: the compact entry of docs/design.md
+// §14 "Journal entries" for a GitHub subject), without its sessionid: the
+// script knows the PR's link and splices it in after the first in.EvAt
+// bytes. Lua builds every string it makes in full, hashing each byte;
+// here it costs the worker far less than it cost Redis. The fields only
+// the entry needed leave the input (the script keeps time and summary of
+// a terminal event for its terminal record).
 func (in *applyInput) ownEvent(data string) string {
 	id := in.ID
 	if id == "" {
 		id = in.GUID
 	}
-	b := make([]byte, 0, 256+len(in.Summary)+len(data))
-	b = append(b, `{"id":`...)
-	b = appendJSONString(b, id)
-	b = append(b, `,"source":`...)
-	b = appendJSONString(b, in.Source)
-	b = append(b, `,"type":`...)
-	b = appendJSONString(b, in.Type)
-	b = append(b, `,"subject":`...)
-	b = appendJSONString(b, in.Subject)
-	b = append(b, `,"time":`...)
-	b = appendJSONString(b, in.Time)
-	in.EvAt = len(b)
-	if in.Priority != "" {
-		b = append(b, `,"priority":`...)
-		b = appendJSONString(b, in.Priority)
-	}
-	if in.CoalesceKey != "" && in.CoalesceKey != in.Subject {
-		b = append(b, `,"coalescekey":`...)
-		b = appendJSONString(b, in.CoalesceKey)
-	}
-	if in.Terminal {
-		b = append(b, `,"terminal":true`...)
-	}
-	if in.Summary != "" {
-		b = append(b, `,"summary":`...)
-		b = appendJSONString(b, in.Summary)
-	}
-	if data != "" {
-		b = append(b, `,"data":`...)
-		b = append(b, data...)
-	}
-	b = append(b, '}')
+	ev, at := journal.Entry(journal.EntryFields{ID: id, Source: in.Source, Type: in.Type, Subject: in.Subject,
+		Time: in.Time, Priority: in.Priority, CoalesceKey: in.CoalesceKey, Terminal: in.Terminal,
+		Summary: in.Summary, Data: data})
+	in.EvAt = at
 	in.Priority, in.CoalesceKey = "", ""
 	if !in.Terminal {
 		in.Time, in.Summary = "", ""
 	}
-	return string(b)
-}
-
-// appendJSONString appends s as a JSON string: as it is between quotes
-// when it has no control character, quote or backslash (as cjson writes
-// it, bar cjson's escaped '/'), else as encoding/json writes it (without
-// the HTML escapes).
-func appendJSONString(b []byte, s string) []byte {
-	plain := true
-	for i := 0; i < len(s); i++ {
-		if c := s[i]; c < 0x20 || c == '"' || c == '\\' {
-			plain = false
-			break
-		}
-	}
-	if plain {
-		b = append(b, '"')
-		b = append(b, s...)
-		return append(b, '"')
-	}
-	var buf bytes.Buffer
-	enc := json.NewEncoder(&buf)
-	enc.SetEscapeHTML(false)
-	_ = enc.Encode(s) // a string always encodes
-	return append(b, bytes.TrimSuffix(buf.Bytes(), []byte{'\n'})...)
+	return ev
 }
 
 // subjectNumber is the PR the fact's subject names (for its link), or 0.

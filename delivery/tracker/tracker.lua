@@ -108,11 +108,13 @@ end
 
 -- emit journals e once per (source, id), remembers a new entry's id and
 -- returns the entry's stream id (new or the one journaled before);
--- ev is e's entry when the caller has it already (the JSON form the
--- worker builds, which journal.decode reads beside the compact one).
-local function emit(e, ev)
+-- ev is e's entry when the caller has it already (the compact form the
+-- worker builds, or the JSON form of before: journal.decode reads both);
+-- fresh as wg_append's (the caller's tracker state says e was never
+-- journaled).
+local function emit(e, ev, fresh)
   if not e.coalescekey or e.coalescekey == '' then e.coalescekey = e.subject end
-  local sid, added = wg_append(TAG, ev or wg_entry(e), e.workspace, e.source, e.id)
+  local sid, added = wg_append(TAG, ev or wg_entry(e), e.workspace, e.source, e.id, fresh)
   if added == 1 then
     SIDS[#SIDS + 1] = sid
     if e.terminal then wg_terminal(TAG, e.workspace, e.subject, e.type, e.time, e.summary or '', sid) end
@@ -123,18 +125,41 @@ end
 -- synth journals a state transition the tracker derived about PR n, whose
 -- tracker hash is h: type github.pull_request.<typ>, id "pr/<n>/<what>",
 -- data {repo, number, head, title, url} plus extra; returns the entry's
--- stream id.
+-- stream id. fresh: as emit's.
 -- The data is built as one table.concat (Lua hashes every string it builds).
-local function synth(ws, repo, n, h, typ, what, priority, summary, extra)
+local function synth(ws, repo, n, h, typ, what, priority, summary, extra, fresh)
   local enc, ns = cjson.encode, int(n)
-  local d = { '{"repo":', enc(repo), ',"number":', ns }
-  if h.head then
-    d[5], d[6] = ',"head":', enc(h.head)
+  local title = enc(h.title or '')
+  local d, pre
+  if wg_subject_repo(pr_subject(repo, n)) == repo then
+    -- the data with the compact entry's tokens in place (wg_entry's pre):
+    -- the same bytes once expanded, and nothing for Lua to search
+    local resc = string.gsub(repo, '/', '\\/')
+    pre = { title = string.sub(title, 2, -2) }
+    d = { '\22', resc, '\23', ns }
+    if h.head then
+      local sha = string.sub(what, -40)
+      if #h.head == 40 and sha == h.head and string.find(sha, '^%x+$') then
+        d[5] = ',"head":"\1\25\4"'
+      else
+        d[5] = ',"head":' .. enc(h.head) .. ',"title":"\4"'
+      end
+    else
+      d[5] = ',"title":"\4"'
+    end
+    d[6] = ',\20'
+    d[7] = resc
+    d[8] = '\\/pull\\/' .. ns .. '"'
+  else
+    d = { '{"repo":', enc(repo), ',"number":', ns }
+    if h.head then
+      d[5], d[6] = ',"head":', enc(h.head)
+    end
+    d[#d + 1] = ',"title":'
+    d[#d + 1] = title
+    d[#d + 1] = ',"url":'
+    d[#d + 1] = enc('https://github.com/' .. repo .. '/pull/' .. ns)
   end
-  d[#d + 1] = ',"title":'
-  d[#d + 1] = enc(h.title or '')
-  d[#d + 1] = ',"url":'
-  d[#d + 1] = enc('https://github.com/' .. repo .. '/pull/' .. ns)
   if extra then
     local x = enc(extra) -- its keys are none of the above
     if x ~= '{}' then
@@ -150,7 +175,8 @@ local function synth(ws, repo, n, h, typ, what, priority, summary, extra)
     priority = priority, summary = summary,
     data = table.concat(d),
   }
-  return emit(e)
+  if not e.coalescekey then e.coalescekey = e.subject end
+  return emit(e, pre and wg_entry(e, pre), fresh)
 end
 
 -- results reads the latest result per check name at sha.
@@ -207,9 +233,17 @@ end
 -- the head is still only_sha, if given) and journals each transition once
 -- per head sha. h is the PR's tracker hash when the caller has just read
 -- it (nil: read it here).
+--
+-- The hash's ready:<sha> / failed:<sha> field is written in the same call
+-- as the entry, and the hash lives at least as long as the entry's dedup
+-- marker when RETENTION ≥ the journal's retention (an open PR's hash has
+-- no TTL, a closed one's RETENTION): its absence then proves the
+-- transition was never journaled, and its marker is not looked up
+-- (docs/design.md §2, §3 PR readiness).
 local function evaluate(ws, repo, n, only_sha, h)
   local pk = k_pr(repo, n)
   h = h or hash(pk)
+  local fresh = RETENTION >= wg_ttl
   local head = h.head
   if h.state ~= 'open' or not head or head == '' then return end
   if only_sha and only_sha ~= head then return end
@@ -232,12 +266,15 @@ local function evaluate(ws, repo, n, only_sha, h)
     if #named > 0 then what = table.concat(named, ', ') end
     local sid = synth(ws, repo, n, h, 'checks_failed', 'checks_failed/' .. head, priority,
       'PR #' .. int(n) .. ' checks failed (' .. what .. '): ' .. title .. ' (' .. repo .. ')',
-      { failed = failed })
+      { failed = failed }, fresh)
     redis.call('HSET', pk, 'failed:' .. head, sid)
   end
-  if h['ready:' .. head] or h.draft == '1' or changes_requested(repo, n) then return end
-  if not checks_pass(ws, repo, n, h, res, #failed > 0) then return end
+  if h['ready:' .. head] or h.draft == '1' then return end
+  -- the reviews are read only when the checks would make it ready (a PR
+  -- scheduled for its settle time with changes requested is settled to
+  -- nothing then)
+  if not checks_pass(ws, repo, n, h, res, #failed > 0) or changes_requested(repo, n) then return end
   local sid = synth(ws, repo, n, h, 'ready', 'ready/' .. head, 'attention',
-    'PR #' .. int(n) .. ' ready: ' .. title .. ' (' .. repo .. ')')
+    'PR #' .. int(n) .. ' ready: ' .. title .. ' (' .. repo .. ')', nil, fresh)
   redis.call('HSET', pk, 'ready:' .. head, sid)
 end
