@@ -2,10 +2,7 @@
 // that the raw store keeps once (docs/design.md §14).
 package spans
 
-import (
-	"encoding/binary"
-	"math/bits"
-)
+import "bytes"
 
 // A Span is the byte range [Start, End) of one JSON object inside a raw
 // body that the raw record does not keep itself: it is stored once, under
@@ -61,45 +58,26 @@ func skipWS(b []byte, i int) int {
 }
 
 // stringEnd returns the index after the closing quote of the string whose
-// opening quote is at i, or -1. It looks at 8 bytes at a time for a quote
-// or a backslash (most strings of a delivery are short: a call to
-// bytes.IndexByte for each cost more than the scan); a backslash escapes
-// the byte after it.
+// opening quote is at i, or -1.
 func stringEnd(b []byte, i int) int {
 	j := i + 1
 	for {
-		for j+8 <= len(b) {
-			x := binary.LittleEndian.Uint64(b[j:])
-			q, s := x^(lsb*'"'), x^(lsb*'\\')
-			// the lowest byte flagged is the first zero byte of q or s
-			if m := ((q-lsb)&^q | (s-lsb)&^s) & msb; m != 0 {
-				j += bits.TrailingZeros64(m) / 8
-				break
-			}
-			j += 8
-		}
-		for j < len(b) && b[j] != '"' && b[j] != '\\' {
-			j++
-		}
-		switch {
-		case j >= len(b):
+		k := bytes.IndexByte(b[j:], '"')
+		if k < 0 {
 			return -1
-		case b[j] == '\\':
-			j += 2
-		default:
-			return j + 1
+		}
+		j += k
+		// an escaped quote has an odd number of backslashes before it
+		n := 0
+		for p := j - 1; p > i && b[p] == '\\'; p-- {
+			n++
+		}
+		j++
+		if n%2 == 0 {
+			return j
 		}
 	}
 }
-
-const (
-	lsb = 0x0101010101010101 // the lowest bit of each byte of a uint64
-	msb = 0x8080808080808080 // the highest
-)
-
-// structural marks the bytes skipValue looks at inside an object or an
-// array; it steps over the others.
-var structural = [256]bool{'"': true, '{': true, '}': true, '[': true, ']': true}
 
 // skipValue returns the index after the JSON value starting at i (no
 // whitespace before it), without looking for members, or -1.
@@ -113,9 +91,6 @@ func skipValue(b []byte, i int) int {
 	case '{', '[':
 		depth := 0
 		for j := i; j < len(b); j++ {
-			if !structural[b[j]] {
-				continue // most bytes: one load, no switch
-			}
 			switch b[j] {
 			case '"':
 				e := stringEnd(b, j)
