@@ -143,8 +143,12 @@ func (s *Server) longPoll(c *gin.Context, q inboxQuery) ([]inbox.Entry, int64, e
 			}()
 		}
 	}()
+	register := s.inboxes.waitWake // only a wake answers it
+	if q.minPriority != "" {
+		register = s.inboxes.wait // an update may bring an entry of that priority
+	}
 	for {
-		woken, stop := s.inboxes.wait(waiterKey(q.workspace, q.party))
+		woken, stop := register(waiterKey(q.workspace, q.party))
 		entries, next, woke, err := s.deps.Inbox.ListWoken(ctx, q.workspace, q.party, q.after, q.hasAfter, q.limit)
 		if err != nil || woke {
 			stop()

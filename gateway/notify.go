@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/wakegate/wakegate/delivery/inbox"
 )
 
 // fanout wakes in-process waiters on Redis Pub/Sub messages: one pattern
@@ -19,12 +21,14 @@ type fanout struct {
 	keyOf   func(channel string) (string, bool)
 	log     *slog.Logger
 
-	mu      sync.Mutex
-	waiters map[string]map[chan struct{}]struct{}
+	mu sync.Mutex
+	// waiters by key; the value tells a waiter that only a wake wakes
+	// (waitWake): a message whose payload is inbox.UpdatePayload skips it.
+	waiters map[string]map[chan struct{}]bool
 }
 
 func newFanout(rdb redis.UniversalClient, pattern string, keyOf func(string) (string, bool), log *slog.Logger) *fanout {
-	return &fanout{rdb: rdb, pattern: pattern, keyOf: keyOf, log: log, waiters: map[string]map[chan struct{}]struct{}{}}
+	return &fanout{rdb: rdb, pattern: pattern, keyOf: keyOf, log: log, waiters: map[string]map[chan struct{}]bool{}}
 }
 
 // journalFanout wakes GET /v1/events long-polls of a workspace.
@@ -37,13 +41,21 @@ func journalFanout(rdb redis.UniversalClient, channelPrefix string, log *slog.Lo
 // wait returns a channel closed on the next message for key, and a
 // function to stop waiting. Register before reading state, so a change
 // between the read and the wait still wakes.
-func (f *fanout) wait(key string) (<-chan struct{}, func()) {
+func (f *fanout) wait(key string) (<-chan struct{}, func()) { return f.register(key, false) }
+
+// waitWake is wait for a waiter that only a wake concerns (a long-poll
+// answers only once an entry decided a wake, docs/design.md §4): an
+// inbox update that decided none (payload inbox.UpdatePayload) leaves
+// it waiting, so it does not read the inbox again for nothing.
+func (f *fanout) waitWake(key string) (<-chan struct{}, func()) { return f.register(key, true) }
+
+func (f *fanout) register(key string, wakeOnly bool) (<-chan struct{}, func()) {
 	ch := make(chan struct{})
 	f.mu.Lock()
 	if f.waiters[key] == nil {
-		f.waiters[key] = map[chan struct{}]struct{}{}
+		f.waiters[key] = map[chan struct{}]bool{}
 	}
-	f.waiters[key][ch] = struct{}{}
+	f.waiters[key][ch] = wakeOnly
 	f.mu.Unlock()
 	return ch, func() {
 		f.mu.Lock()
@@ -69,13 +81,22 @@ func (f *fanout) waiting() int {
 	return n
 }
 
-func (f *fanout) wake(key string) {
+// wake wakes key's waiters for a message with payload: all of them,
+// except those that only a wake concerns when payload is an update.
+func (f *fanout) wake(key, payload string) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	for ch := range f.waiters[key] {
+	update := payload == inbox.UpdatePayload
+	for ch, wakeOnly := range f.waiters[key] {
+		if update && wakeOnly {
+			continue
+		}
 		close(ch)
+		delete(f.waiters[key], ch)
 	}
-	delete(f.waiters, key)
+	if len(f.waiters[key]) == 0 {
+		delete(f.waiters, key)
+	}
 }
 
 func (f *fanout) wakeAll() {
@@ -117,7 +138,7 @@ func (f *fanout) Run(ctx context.Context) {
 					break loop
 				}
 				if key, ok := f.keyOf(m.Channel); ok {
-					f.wake(key)
+					f.wake(key, m.Payload)
 				}
 			}
 		}

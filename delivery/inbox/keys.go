@@ -71,10 +71,16 @@ func (k keys) escalatedMarker(source, id string) string {
 
 // NotifyChannel is the Pub/Sub channel Deliver publishes to for a
 // recipient: payload "wake" when the update decided a wake or alert,
-// "update" otherwise. An empty prefix means the default keyspace.DefaultPrefix.
+// UpdatePayload otherwise (inbox_deliver.lua; pushed.lua publishes
+// "wake"). An empty prefix means the default keyspace.DefaultPrefix.
 func NotifyChannel(prefix, workspace, party string) string {
 	return notifyPrefix(prefix) + workspace + ":" + party
 }
+
+// UpdatePayload is the NotifyChannel payload of an update that decided no
+// wake: the inbox's wake index (:w) is as it was, so a reader waiting for
+// a wake has nothing new to read (docs/design.md §4).
+const UpdatePayload = "update"
 
 func notifyPrefix(prefix string) string { return keyspace.InboxNotify(prefix) }
 

@@ -4,10 +4,13 @@ import (
 	"context"
 	_ "embed"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/redis/go-redis/v9"
 
 	"github.com/wakegate/wakegate/delivery/journal"
 	"github.com/wakegate/wakegate/delivery/keyspace"
@@ -69,8 +72,58 @@ func IsPauseAlarm(e *event.Event) bool {
 // routing decides the same; now stands in for an event without a seq.
 // Call it in journal order per session, as the router routes.
 func (r *Registry) Pause(ctx context.Context, e *event.Event, now time.Time) (bool, error) {
-	if e.SessionID == "" {
+	op, args := pauseOp(e, now)
+	if op == "" {
 		return true, nil
+	}
+	party := event.SessionSubject(e.SessionID)
+	n, err := pauseScript.Run(ctx, r.rdb, []string{PauseKey(r.j, e.Workspace, party)}, args...).Int()
+	if err != nil {
+		return true, fmt.Errorf("pause marker of %s: %w", party, err)
+	}
+	return n == 1, nil
+}
+
+// QueuePausePeek queues on p the read of the pause marker of e's session
+// (its until) and returns a function that, once p has run, answers
+// whether Pause(e) has anything to do: false when it would answer true
+// without writing — an end when no pause is recorded, an alarm at a time
+// no pause runs (pause.lua) — so the router spares that call its round
+// trip; true for a pause, a marker to end or a pause running at the
+// alarm's time, and when the read failed. Only routing writes the marker,
+// in journal order per session, so what the peek read still holds when
+// Pause would run.
+func (r *Registry) QueuePausePeek(ctx context.Context, p redis.Pipeliner, e *event.Event, now time.Time) func() bool {
+	op, args := pauseOp(e, now)
+	switch op {
+	case "":
+		return func() bool { return false }
+	case "pause":
+		return func() bool { return true }
+	}
+	cmd := p.HGet(ctx, PauseKey(r.j, e.Workspace, event.SessionSubject(e.SessionID)), "until")
+	at, _ := args[1].(int64)
+	return func() bool {
+		v, err := cmd.Result()
+		if errors.Is(err, redis.Nil) {
+			return false
+		}
+		if err != nil {
+			return true
+		}
+		until, err := strconv.ParseInt(v, 10, 64)
+		if err != nil {
+			return true
+		}
+		return op == "end" || until > at // pause.lua: an alarm surfaces untouched once until <= at
+	}
+}
+
+// pauseOp is pause.lua's operation for e and its ARGV; "" when e touches
+// no pause marker (Pause answers true).
+func pauseOp(e *event.Event, now time.Time) (string, []any) {
+	if e.SessionID == "" {
+		return "", nil
 	}
 	at := journalTime(e.Seq, now)
 	var args []any
@@ -91,14 +144,9 @@ func (r *Registry) Pause(ctx context.Context, e *event.Event, now time.Time) (bo
 	case IsPauseAlarm(e):
 		args = []any{"alarm", at.UnixMilli(), 0, e.Source + " " + e.ID, PauseResurface.Milliseconds()}
 	default:
-		return true, nil
+		return "", nil
 	}
-	party := event.SessionSubject(e.SessionID)
-	n, err := pauseScript.Run(ctx, r.rdb, []string{PauseKey(r.j, e.Workspace, party)}, args...).Int()
-	if err != nil {
-		return true, fmt.Errorf("pause marker of %s: %w", party, err)
-	}
-	return n == 1, nil
+	return args[0].(string), args
 }
 
 // journalTime is the time a journal seq ("<shard>-<ms>-<n>") was

@@ -3,9 +3,13 @@ package sessions
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"maps"
 	"testing"
 	"time"
+
+	"github.com/redis/go-redis/v9"
 
 	"github.com/wakegate/wakegate/delivery/journal"
 	"github.com/wakegate/wakegate/delivery/redistest"
@@ -58,11 +62,24 @@ func TestPause(t *testing.T) {
 		}
 		return e
 	}
+	// apply also checks the router's peek (QueuePausePeek): when it says
+	// the marker has nothing to do, Pause surfaces and writes nothing.
 	apply := func(e *event.Event) bool {
 		t.Helper()
+		key := PauseKey(j, e.Workspace, event.SessionSubject(e.SessionID))
+		before := rdb.HGetAll(ctx, key).Val()
+		p := rdb.Pipeline()
+		peek := reg.QueuePausePeek(ctx, p, e, time.Now())
+		if _, err := p.Exec(ctx); err != nil && !errors.Is(err, redis.Nil) {
+			t.Fatal(err)
+		}
+		pending := peek()
 		ok, err := reg.Pause(ctx, e, time.Now())
 		if err != nil {
 			t.Fatal(err)
+		}
+		if after := rdb.HGetAll(ctx, key).Val(); !pending && (!ok || !maps.Equal(before, after)) {
+			t.Fatalf("peek said %s %s has nothing to do, Pause answered %v and the marker went %v → %v", e.Type, e.Data, ok, before, after)
 		}
 		return ok
 	}

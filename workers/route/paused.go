@@ -21,7 +21,14 @@ import (
 //
 // It runs where the recipients are known, after the fallback, so an
 // alarm nobody can hear (undeliverable) does not use up the first sight.
-func (r *Router) pausedSessions(ctx context.Context, e *event.Event, now time.Time, to map[string]recipient) error {
+// gather peeked at the marker in its first round trip (pending: what it
+// read leaves the marker something to do): an end with no pause recorded
+// and an alarm with none running at its time — nearly every event — make
+// no call of their own.
+func (r *Router) pausedSessions(ctx context.Context, e *event.Event, now time.Time, to map[string]recipient, pending bool) error {
+	if !pending {
+		return nil
+	}
 	surface, err := r.reg.Pause(ctx, e, now)
 	if err != nil || surface {
 		return err

@@ -184,7 +184,7 @@ func (r *Router) Handle(ctx context.Context, shard int, e *event.Event) error {
 		return r.undeliverable(ctx, e)
 	}
 	to := d.to
-	if err := r.pausedSessions(ctx, e, now, to); err != nil { // see paused.go
+	if err := r.pausedSessions(ctx, e, now, to, v.pause); err != nil { // see paused.go
 		return err
 	}
 	if err := r.deliverAll(ctx, shard, e, to, v, now); err != nil {
@@ -418,7 +418,8 @@ func (r *Router) gather(ctx context.Context, e *event.Event, now time.Time) (*sn
 	if snap.chain != nil {
 		readEdges = r.sup.QueueEdgesFor(ctx, p, e.Workspace, snap.chain)
 	}
-	_, _ = p.Exec(ctx) // each read below meets its own command's error
+	pause := r.reg.QueuePausePeek(ctx, p, e, now) // see paused.go
+	_, _ = p.Exec(ctx)                            // each read below meets its own command's error
 	var err error
 	if readSettings != nil {
 		if settings, err = readSettings(); err != nil {
@@ -515,7 +516,7 @@ func (r *Router) gather(ctx context.Context, e *event.Event, now time.Time) (*sn
 		}
 		snap.dead[party] = s.Liveness == sessions.Dead
 	}
-	v := &view{event: e, settings: settings}
+	v := &view{event: e, settings: settings, pause: pause()}
 	if readStates != nil {
 		if v.states, err = readStates(); err != nil {
 			return nil, nil, err
@@ -566,6 +567,9 @@ type view struct {
 	settings  supervision.Settings
 	states    map[string]holds.State
 	endpoints map[string]*outbound.Endpoint
+	// pause: the session's pause marker has something to decide for the
+	// event (sessions.Registry.QueuePausePeek); false spares the call.
+	pause bool
 }
 
 // deliverAll delivers e into each recipient's inbox, then pushes the
