@@ -1,9 +1,12 @@
 package github
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"testing"
+
+	"github.com/bytedance/sonic"
 )
 
 func FuzzNormalize(f *testing.F) {
@@ -25,6 +28,13 @@ func FuzzNormalize(f *testing.F) {
 		}
 		if _, err := json.Marshal(fact); err != nil {
 			t.Fatalf("fact does not encode: %v", err)
+		}
+		got, err := EncodeFact(&fact)
+		if err != nil {
+			t.Fatalf("EncodeFact: %v", err)
+		}
+		if want, _ := sonic.ConfigStd.Marshal(&fact); !bytes.Equal(got, want) {
+			t.Fatalf("EncodeFact\n%s\nsonic.ConfigStd\n%s", got, want)
 		}
 		checkInvariants(t, eventType, fact)
 	})

@@ -715,6 +715,9 @@ func short(sha string) string {
 // oneLine makes payload text safe for a one-line summary: control and line
 // separator characters become spaces and runs of spaces collapse.
 func oneLine(s string) string {
+	if plainLine(s) {
+		return s // what the rest would return, without its copies
+	}
 	s = strings.Map(func(r rune) rune {
 		if unicode.IsControl(r) || r == '\u2028' || r == '\u2029' {
 			return ' '
@@ -722,6 +725,21 @@ func oneLine(s string) string {
 		return r
 	}, s)
 	return strings.Join(strings.Fields(s), " ")
+}
+
+// plainLine reports whether oneLine has nothing to change in s: printable
+// ASCII whose spaces are single and neither lead nor trail (titles,
+// logins, check names mostly are).
+func plainLine(s string) bool {
+	for i := 0; i < len(s); i++ {
+		switch c := s[i]; {
+		case c < ' ' || c > '~':
+			return false
+		case c == ' ' && (i == 0 || i == len(s)-1 || s[i-1] == ' '):
+			return false
+		}
+	}
+	return true
 }
 
 // truncate cuts s to at most n bytes without splitting a rune.

@@ -4,7 +4,9 @@ import (
 	"encoding/json"
 	"reflect"
 	"regexp"
+	"strings"
 	"testing"
+	"unicode"
 
 	"github.com/wakegate/wakegate/providers/event"
 )
@@ -128,6 +130,25 @@ func FuzzValidRepo(f *testing.F) {
 	f.Fuzz(func(t *testing.T, s string) {
 		if got, want := validRepo(s), re.MatchString(s); got != want {
 			t.Fatalf("validRepo(%q) = %v, regexp says %v", s, got, want)
+		}
+	})
+}
+
+// FuzzOneLine: oneLine's shortcut for plain lines returns what the
+// general path (control characters to spaces, spaces collapsed) does.
+func FuzzOneLine(f *testing.F) {
+	for _, s := range []string{"", "a", " a", "a ", "a  b", "a b", "a\tb", "Update the README", "caf\u00e9", "a\u2028b", "~\x7f"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		want := strings.Join(strings.Fields(strings.Map(func(r rune) rune {
+			if unicode.IsControl(r) || r == '\u2028' || r == '\u2029' {
+				return ' '
+			}
+			return r
+		}, s)), " ")
+		if got := oneLine(s); got != want {
+			t.Fatalf("oneLine(%q) = %q, want %q", s, got, want)
 		}
 	})
 }
