@@ -22,10 +22,12 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/wakegate/wakegate/delivery/inbox"
+	"github.com/wakegate/wakegate/delivery/journal"
 	"github.com/wakegate/wakegate/delivery/redistest"
 	"github.com/wakegate/wakegate/gateway"
 	"github.com/wakegate/wakegate/integration/stack"
 	"github.com/wakegate/wakegate/providers/agent"
+	"github.com/wakegate/wakegate/providers/event"
 	"github.com/wakegate/wakegate/providers/github/app"
 	"github.com/wakegate/wakegate/providers/github/app/apptest"
 )
@@ -310,7 +312,11 @@ func TestAppReconciliationReachesSubscriberOnce(t *testing.T) {
 			t.Fatal(err)
 		}
 		for _, m := range msgs {
-			if strings.Contains(m.Values["e"].(string), `"github.pull_request.closed"`) {
+			ev, err := journal.Decode(s, m)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if ev.Type == event.TypeGitHubPullRequestClosed {
 				n++
 			}
 		}
