@@ -195,13 +195,7 @@ func Entry(e EntryFields) (entry string, sessionAt int) {
 		b = append(b, `,"priority":`...)
 		b = appendJSONString(b, e.Priority)
 	}
-	if e.CoalesceKey != "" && e.CoalesceKey != e.Subject {
-		b = append(b, `,"coalescekey":`...)
-		b = appendJSONString(b, e.CoalesceKey)
-	}
-	if e.Terminal {
-		b = append(b, `,"terminal":true`...)
-	}
+	b = appendKeyTerminal(b, e)
 	if e.Summary != "" {
 		b = append(b, 0x10)
 		b = append(b, summary...)
@@ -220,6 +214,20 @@ func Entry(e EntryFields) (entry string, sessionAt int) {
 	}
 	b = append(b, '}')
 	return string(b), sessionAt
+}
+
+// appendKeyTerminal appends e's coalescekey (unless it is the subject,
+// which the reader puts back) and terminal members, as both forms have
+// them.
+func appendKeyTerminal(b []byte, e EntryFields) []byte {
+	if e.CoalesceKey != "" && e.CoalesceKey != e.Subject {
+		b = append(b, `,"coalescekey":`...)
+		b = appendJSONString(b, e.CoalesceKey)
+	}
+	if e.Terminal {
+		b = append(b, `,"terminal":true`...)
+	}
+	return b
 }
 
 // replaceRun replaces every old in s by tok; an empty old replaces
@@ -284,13 +292,7 @@ func entryJSON(e EntryFields) (string, int) {
 		b = append(b, `,"priority":`...)
 		b = appendJSONString(b, e.Priority)
 	}
-	if e.CoalesceKey != "" && e.CoalesceKey != e.Subject {
-		b = append(b, `,"coalescekey":`...)
-		b = appendJSONString(b, e.CoalesceKey)
-	}
-	if e.Terminal {
-		b = append(b, `,"terminal":true`...)
-	}
+	b = appendKeyTerminal(b, e)
 	if e.Summary != "" {
 		b = append(b, `,"summary":`...)
 		b = appendJSONString(b, e.Summary)
