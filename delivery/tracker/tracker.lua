@@ -82,18 +82,24 @@ local LEGACY = { 'ws', 'state', 'draft', 'merged', 'head', 'head_seen_at', 'base
 -- holds fields of the previous layout.
 local function pr_hash(key)
   local flat = redis.call('HGETALL', key)
-  local raw, t = {}, {}
-  for i = 1, #flat, 2 do raw[flat[i]] = flat[i + 1] end
-  for k, v in pairs(raw) do
-    local long, short = PR_LONG[k], PR_SHORT[k]
+  local t, legacy = {}, false
+  for i = 1, #flat, 2 do
+    local k = flat[i]
+    local long = PR_LONG[k]
     if long then
-      t[long] = v
-    elseif short or k == 'repo' or k == 'number' then
-      t.legacy = true
-      if not short or raw[short] == nil then t[k] = v end
+      t[long] = flat[i + 1]
     else
-      t[k] = v
+      if PR_SHORT[k] or k == 'repo' or k == 'number' then legacy = true end
+      t[k] = flat[i + 1]
     end
+  end
+  if legacy then
+    -- both layouts (a rewrite that has not happened yet): short names win
+    for i = 1, #flat, 2 do
+      local long = PR_LONG[flat[i]]
+      if long then t[long] = flat[i + 1] end
+    end
+    t.legacy = true
   end
   return t
 end
