@@ -266,9 +266,13 @@ func FuzzFindReference(f *testing.F) {
 		f.Add([]byte(s))
 	}
 	f.Fuzz(func(t *testing.T, b []byte) {
-		got, want := Find(b), refFind(b)
-		if !slices.Equal(got, want) {
-			t.Fatalf("Find = %v, the reference %v", got, want)
+		want := refFind(b)
+		// with the objects seen lately as the inputs before left them,
+		// then with this input's own (a second Find meets them all)
+		for range 2 {
+			if got := Find(b); !slices.Equal(got, want) {
+				t.Fatalf("Find = %v, the reference %v", got, want)
+			}
 		}
 		// every suffix too: the fast loops' 8-byte reads meet the end
 		// of the input at every alignment
@@ -324,6 +328,36 @@ func BenchmarkFindReference(b *testing.B) {
 	for b.Loop() {
 		if len(refFind(body)) == 0 {
 			b.Fatal("no spans")
+		}
+	}
+}
+
+// TestFindSeenObjects: an object that starts as one seen before (its
+// first seenKeyLen bytes and more) but differs, or is cut short, or
+// runs on, is scanned, not taken for the one seen.
+func TestFindSeenObjects(t *testing.T) {
+	seen = seenCache{}
+	long := strings.Repeat("x", 300)
+	obj := `{"full_name":"o/r","description":"` + long + `","n":1}`
+	first := `{"repository":` + obj + `,"sender":` + obj + `}`
+	if got := Find([]byte(first)); len(got) != 2 || got[0].End-got[0].Start != len(obj) {
+		t.Fatalf("Find = %v", got)
+	}
+	if seen.match([]byte(obj)) != len(obj) {
+		t.Fatal("the object was not remembered")
+	}
+	for _, body := range []string{
+		first,
+		`{"repository":` + obj[:len(obj)-3] + `2}}`,                            // differs at its end
+		`{"repository":` + obj[:200] + `"}]}`,                                  // a bracket closes it early
+		`{"repository":` + obj[:len(obj)-1] + `,"m":{"o":"}"}}` + `,"user":1}`, // runs on
+		`{"repository":` + obj[:len(obj)-1],                                    // cut short
+		`{"repository":` + obj + `}`,                                           // no sender
+		`{"repository":` + obj[:100] + `\"` + obj[100:] + `}`,                  // an escape inside
+	} {
+		got, want := Find([]byte(body)), refFind([]byte(body))
+		if !slices.Equal(got, want) {
+			t.Fatalf("%.80s…: Find = %v, the reference %v", body, got, want)
 		}
 	}
 }

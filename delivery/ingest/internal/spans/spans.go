@@ -204,7 +204,7 @@ func scanObject(b []byte, i, depth int, out *[]Span) (int, bool) {
 		var end int
 		switch {
 		case b[i] == '{' && sharedMembers[string(key)]:
-			end = skipValue(b, i)
+			end = skipShared(b, i)
 			if end < 0 {
 				return 0, false
 			}
@@ -292,7 +292,12 @@ func sharedElements(b []byte, i int, out *[]Span) (int, bool) {
 		return i + 1, true
 	}
 	for i < len(b) {
-		end := skipValue(b, i)
+		var end int
+		if b[i] == '{' {
+			end = skipShared(b, i)
+		} else {
+			end = skipValue(b, i)
+		}
 		if end < 0 {
 			return 0, false
 		}
