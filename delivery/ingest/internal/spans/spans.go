@@ -46,8 +46,8 @@ func Find(b []byte) []Span {
 	if i >= len(b) || b[i] != '{' {
 		return nil
 	}
-	var out []Span
-	if _, ok := scanObject(b, i, 1, &out); !ok {
+	out := make([]Span, 0, 16) // a pull_request delivery has about 10
+	if _, ok := scanObject(b, i, 1, &out); !ok || len(out) == 0 {
 		return nil
 	}
 	return out
