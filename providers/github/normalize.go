@@ -655,6 +655,10 @@ func (f *Fact) missing(field string) error {
 }
 
 func (f *Fact) setData(v any) error {
+	if d, ok := v.(prData); ok {
+		f.Data = d.appendJSON(make([]byte, 0, d.sizeHint()))
+		return nil
+	}
 	b, err := json.Marshal(v)
 	if err != nil {
 		return fmt.Errorf("github: encode data of %s: %w", f.Event, err)

@@ -22,8 +22,9 @@ func EncodeFact(f *Fact) ([]byte, error) {
 
 // factAPI is sonic.ConfigStd but for the output of json.Marshaler values,
 // which it checks and copies instead of compacting it with encoding/json:
-// a fact's are time.Time's and its Data, which setData makes with
-// json.Marshal, compact already, so the bytes are ConfigStd's
+// a fact's are time.Time's and its Data, which setData makes as
+// json.Marshal makes it (prData.appendJSON for a pull_request), compact
+// already, so the bytes are ConfigStd's
 // (TestEncodeFactAsStd) without a second scan of them.
 var factAPI = sonic.Config{EscapeHTML: true, SortMapKeys: true, CopyString: true, ValidateString: true}.Froze()
 

@@ -2,7 +2,10 @@
 // that the raw store keeps once (docs/design.md §14).
 package spans
 
-import "bytes"
+import (
+	"encoding/binary"
+	"math/bits"
+)
 
 // A Span is the byte range [Start, End) of one JSON object inside a raw
 // body that the raw record does not keep itself: it is stored once, under
@@ -43,8 +46,8 @@ func Find(b []byte) []Span {
 	if i >= len(b) || b[i] != '{' {
 		return nil
 	}
-	var out []Span
-	if _, ok := scanObject(b, i, 1, &out); !ok {
+	out := make([]Span, 0, 16) // a pull_request delivery has about 10
+	if _, ok := scanObject(b, i, 1, &out); !ok || len(out) == 0 {
 		return nil
 	}
 	return out
@@ -58,25 +61,73 @@ func skipWS(b []byte, i int) int {
 }
 
 // stringEnd returns the index after the closing quote of the string whose
-// opening quote is at i, or -1.
+// opening quote is at i, or -1. A backslash escapes the byte after it,
+// so a quote ends the string when an even number of backslashes runs
+// before it (what the scan counted backwards before: the same ends).
 func stringEnd(b []byte, i int) int {
 	j := i + 1
 	for {
-		k := bytes.IndexByte(b[j:], '"')
-		if k < 0 {
+		j = nextQuoteOrEscape(b, j)
+		if j >= len(b) {
 			return -1
 		}
-		j += k
-		// an escaped quote has an odd number of backslashes before it
-		n := 0
-		for p := j - 1; p > i && b[p] == '\\'; p-- {
-			n++
+		if b[j] == '"' {
+			return j + 1
 		}
-		j++
-		if n%2 == 0 {
+		j += 2
+	}
+}
+
+// The fast loops below read 8 bytes at a time (SWAR): eqMask's lowest set
+// bit is the high bit of the first byte of v equal to c's (c broadcast
+// to 8 bytes); bits above it may be set spuriously (the subtraction's
+// borrow), so only the lowest one is read.
+const (
+	lo8 = 0x0101010101010101
+	hi8 = 0x8080808080808080
+)
+
+func eqMask(v, c uint64) uint64 {
+	x := v ^ c
+	return (x - lo8) &^ x & hi8
+}
+
+// nextQuoteOrEscape returns the index of the first '"' or '\\' in b at or
+// after j, or len(b) (also when j > len(b)).
+func nextQuoteOrEscape(b []byte, j int) int {
+	for ; j+8 <= len(b); j += 8 {
+		v := binary.LittleEndian.Uint64(b[j:])
+		if m := eqMask(v, '"'*lo8) | eqMask(v, '\\'*lo8); m != 0 {
+			return j + bits.TrailingZeros64(m)>>3
+		}
+	}
+	for ; j < len(b); j++ {
+		if c := b[j]; c == '"' || c == '\\' {
 			return j
 		}
 	}
+	return len(b)
+}
+
+// nextStructural returns the index of the first '"', '{', '}', '[' or ']'
+// in b at or after j, or len(b). '{' and '[' (0x7b, 0x5b), and '}' and
+// ']' (0x7d, 0x5d), differ only in the bit 0x20: with it cleared, one
+// comparison finds either.
+func nextStructural(b []byte, j int) int {
+	for ; j+8 <= len(b); j += 8 {
+		v := binary.LittleEndian.Uint64(b[j:])
+		t := v & (0xdf * lo8)
+		if m := eqMask(v, '"'*lo8) | eqMask(t, '['*lo8) | eqMask(t, ']'*lo8); m != 0 {
+			return j + bits.TrailingZeros64(m)>>3
+		}
+	}
+	for ; j < len(b); j++ {
+		switch b[j] {
+		case '"', '{', '}', '[', ']':
+			return j
+		}
+	}
+	return len(b)
 }
 
 // skipValue returns the index after the JSON value starting at i (no
@@ -90,7 +141,10 @@ func skipValue(b []byte, i int) int {
 		return stringEnd(b, i)
 	case '{', '[':
 		depth := 0
-		for j := i; j < len(b); j++ {
+		for j := i; ; j++ {
+			if j = nextStructural(b, j); j >= len(b) {
+				return -1
+			}
 			switch b[j] {
 			case '"':
 				e := stringEnd(b, j)
@@ -100,14 +154,13 @@ func skipValue(b []byte, i int) int {
 				j = e - 1
 			case '{', '[':
 				depth++
-			case '}', ']':
+			default: // '}', ']'
 				depth--
 				if depth == 0 {
 					return j + 1
 				}
 			}
 		}
-		return -1
 	default: // number, true, false, null
 		j := i
 		for j < len(b) {
@@ -151,7 +204,7 @@ func scanObject(b []byte, i, depth int, out *[]Span) (int, bool) {
 		var end int
 		switch {
 		case b[i] == '{' && sharedMembers[string(key)]:
-			end = skipValue(b, i)
+			end = skipShared(b, i)
 			if end < 0 {
 				return 0, false
 			}
@@ -239,7 +292,12 @@ func sharedElements(b []byte, i int, out *[]Span) (int, bool) {
 		return i + 1, true
 	}
 	for i < len(b) {
-		end := skipValue(b, i)
+		var end int
+		if b[i] == '{' {
+			end = skipShared(b, i)
+		} else {
+			end = skipValue(b, i)
+		}
 		if end < 0 {
 			return 0, false
 		}
