@@ -1,6 +1,7 @@
 package inbox
 
 import (
+	"bytes"
 	"context"
 	_ "embed"
 	"encoding/json"
@@ -116,12 +117,9 @@ func parseEntry(seq int64, ck, raw string) (Entry, error) {
 	if m.Rank < 0 || m.Rank >= len(ranks) {
 		return Entry{}, fmt.Errorf("entry %d: priority rank %d", seq, m.Rank)
 	}
-	var head struct {
-		Type    string `json:"type"`
-		Subject string `json:"subject"`
-		Summary string `json:"summary"`
-	}
-	if err := json.Unmarshal([]byte(parts[1]), &head); err != nil {
+	headJSON := []byte(parts[1]) // one copy: Event keeps it
+	head, err := headlineOf(headJSON)
+	if err != nil {
 		return Entry{}, fmt.Errorf("entry %d: headline: %w", seq, err)
 	}
 	e := Entry{
@@ -135,7 +133,7 @@ func parseEntry(seq int64, ck, raw string) (Entry, error) {
 		Summary:     head.Summary,
 		FirstAt:     time.UnixMilli(m.FirstAt).UTC(),
 		LastAt:      time.UnixMilli(m.LastAt).UTC(),
-		Event:       json.RawMessage(event.Canonical([]byte(parts[1]))),
+		Event:       json.RawMessage(event.Canonical(headJSON)),
 		FoldedIDs:   m.IDs,
 		Via:         m.Via,
 		Redelivered: m.Redelivered,
@@ -296,4 +294,44 @@ func (b *Inbox) Pushed(ctx context.Context, workspace, party, ck string, seq int
 		return Result{Seq: res[1], Wake: true, Kind: KindWake}, false, nil
 	}
 	return Result{}, res[0] == 1, nil
+}
+
+// headline is what an entry shows of its headline event.
+type headline struct {
+	Type    string `json:"type"`
+	Subject string `json:"subject"`
+	Summary string `json:"summary"`
+}
+
+// headlineOf reads the type, subject and summary of a stored event's JSON
+// by walking its top-level members (event.Members) and decoding only
+// those three: a long-poll answer reads every entry it returns, and a
+// full decode of each event (its data included) was most of the cost.
+// What the walk cannot read (not an object, a value that is not a
+// string) is decoded as before, which answers the same or the error.
+func headlineOf(raw []byte) (headline, error) {
+	var h headline
+	str := func(val []byte, into *string) error {
+		if len(val) >= 2 && val[0] == '"' && bytes.IndexByte(val, '\\') < 0 {
+			*into = string(val[1 : len(val)-1])
+			return nil
+		}
+		return json.Unmarshal(val, into)
+	}
+	err := event.Members(raw, func(name string, val []byte) error {
+		switch name {
+		case "type":
+			return str(val, &h.Type)
+		case "subject":
+			return str(val, &h.Subject)
+		case "summary":
+			return str(val, &h.Summary)
+		}
+		return nil
+	})
+	if err != nil {
+		h = headline{}
+		err = json.Unmarshal(raw, &h)
+	}
+	return h, err
 }
