@@ -37,8 +37,8 @@
 -- (source, id), h its hex sha1(source NUL id), is h's member (marks.lua)
 -- in the marker set "<tag>:mk" of the shard, in hashes per period of
 -- ceil(ttl / 2) seconds (Redis's clock): its value the stream id, as the
--- milliseconds after the period's start when its sequence is 0, else
--- whole. A lookup reads the sets of the 3 periods that may still be kept
+-- milliseconds after the period's start plus 20 more bits of h times 2^32
+-- (WG_CHECK) when its sequence is 0, else whole. A lookup reads the sets of the 3 periods that may still be kept
 -- (marks.lua), then, while the shard's marker epoch "<tag>:mkepoch" says
 -- they may be there (wg_legacy), the previous version's hashes
 -- "<tag>:em:<start>:<h[1..2]>" (field h[3..22]) of the same 3 periods,
@@ -114,6 +114,23 @@ local function wg_key(source, id)
   local hex = redis.sha1hex(source .. '\0' .. id)
   return hex, wg_mk_field(hex)
 end
+-- WG_CHECK: a marker's value whose stream id has sequence 0 is
+-- check · 2^32 + the milliseconds after its period's start, check being
+-- hex digits 21–25 of the sha1 (20 bits the member does not have): a
+-- marker whose check differs is another (source, id)'s (docs/design.md §2).
+local WG_CHECK = 4294967296
+local function wg_check(hex) return tonumber(string.sub(hex, 21, 25), 16) end
+-- wg_sid is the stream id a marker's value v of the period starting at
+-- start names for hex, nil when its check is another's.
+local function wg_sid(v, start, hex)
+  if string.find(v, '-', 1, true) then return v end
+  local n = tonumber(v)
+  if n >= WG_CHECK then
+    if math.floor(n / WG_CHECK) ~= wg_check(hex) then return nil end
+    n = n % WG_CHECK
+  end
+  return string.format('%d-0', start * 1000 + n)
+end
 local function wg_find(tag, hex, f)
   local memo = tag .. '\0' .. hex
   local known = wg_known[memo]
@@ -121,13 +138,8 @@ local function wg_find(tag, hex, f)
   local now = wg_clock()
   local v, start = wg_mk_find(tag .. ':mk', false, now, wg_period, hex, f)
   local sid
-  if v then
-    if string.find(v, '-', 1, true) then
-      sid = v
-    else
-      sid = string.format('%d-0', start * 1000 + tonumber(v))
-    end
-  else
+  if v then sid = wg_sid(v, start, hex) end
+  if not sid then
     local l = wg_legacy(tag)
     if l.em then
       local cur = now - now % wg_period
@@ -161,7 +173,7 @@ local function wg_append(tag, ev, ws, source, id, fresh)
   local v = sid
   if string.sub(sid, -2) == '-0' then
     local d = tonumber(string.sub(sid, 1, -3)) - start * 1000
-    if d >= 0 then v = string.format('%d', d) end
+    if d >= 0 and d < WG_CHECK then v = string.format('%d', wg_check(hex) * WG_CHECK + d) end
   end
   wg_mk_put(tag .. ':mk', false, now, wg_period, wg_ttl, hex, f, v)
   wg_known[tag .. '\0' .. hex] = sid

@@ -61,8 +61,10 @@ func TestDedupMarkers(t *testing.T) {
 		t.Fatalf("no marker in %s: %v", key, err)
 	}
 	ms, _ := strconv.ParseInt(strings.TrimSuffix(sid, "-0"), 10, 64)
-	if v != strconv.FormatInt(ms-start*1000, 10) {
-		t.Errorf("marker value %q for stream id %s in the period of %d", v, sid, start)
+	h, _ := journal.MarkerMember(e.Source, e.ID)
+	check, _ := strconv.ParseInt(h[20:25], 16, 64)
+	if v != strconv.FormatInt(check<<32+ms-start*1000, 10) {
+		t.Errorf("marker value %q for stream id %s in the period of %d, want its check %d · 2^32 + the ms after the start", v, sid, start, check)
 	}
 	count := j.Keys(shard).Marks().Count(start)
 	if n, err := rdb.Get(ctx, count).Result(); err != nil || n != "1" {
@@ -89,6 +91,17 @@ func TestDedupMarkers(t *testing.T) {
 	}
 	if got, _ := j.Lookup(ctx, "ws", "session:s", e.Source, e.ID); got != "" {
 		t.Fatalf("Lookup after ForgetMarker = %q", got)
+	}
+	// a marker of the same member whose check is another's is another
+	// (source, id)'s: it does not dedup
+	other := ev("ws", "session:s", "m-other")
+	oh, om := journal.MarkerMember(other.Source, other.ID)
+	oc, _ := strconv.ParseInt(oh[20:25], 16, 64)
+	if err := rdb.HSet(ctx, j.Keys(j.ShardOf("ws", "session:s")).Marks().Level(start, oh, 0), om, strconv.FormatInt((oc^1)<<32+5, 10)).Err(); err != nil {
+		t.Fatal(err)
+	}
+	if _, added, err := j.Append(ctx, other); err != nil || !added {
+		t.Errorf("a marker with another's check dedups: added %v %v", added, err)
 	}
 }
 
