@@ -49,9 +49,17 @@ var compactTokens = [0x20]string{
 	0x1d: `","state":"`,
 }
 
-// entryData are the runs Entry replaces by tokens in an event's data, in
-// this order, after the title, the sha and the repository.
-var entryData = []byte{0x13, 0x14, 0x15, 0x16, 0x17, 0x18, 0x19, 0x1a, 0x1b, 0x1c, 0x1d}
+// entryData replaces, in one pass, the runs Entry writes as tokens in an
+// event's data after the title, the sha and the repository (no token's
+// run holds a control byte, so one pass finds what a pass per token
+// would).
+var entryData = func() *strings.Replacer {
+	var pairs []string
+	for c := byte(0x13); c <= 0x1d; c++ {
+		pairs = append(pairs, compactTokens[c], string(rune(c)))
+	}
+	return strings.NewReplacer(pairs...)
+}()
 
 var errCompact = errors.New("malformed compact entry")
 
@@ -206,11 +214,8 @@ func Entry(e EntryFields) (entry string, sessionAt int) {
 		d = replaceRun(d, sha, "\x01")
 		d = replaceRun(d, strings.ReplaceAll(repo, "/", `\/`), "\x03")
 		d = replaceRun(d, repo, "\x02")
-		for _, c := range entryData {
-			d = strings.ReplaceAll(d, compactTokens[c], string(rune(c)))
-		}
 		b = append(b, 0x11)
-		b = append(b, d...)
+		b = append(b, entryData.Replace(d)...)
 	}
 	b = append(b, '}')
 	return string(b), sessionAt

@@ -85,3 +85,12 @@ func validJSONish(s string) bool {
 	}
 	return true
 }
+
+// BenchmarkEntry: the compact entry of a pull_request delivery's own
+// event, as the PR tracker's worker builds it:
+// go test -run '^$' -bench 'Entry$' -benchmem ./delivery/journal
+func BenchmarkEntry(b *testing.B) {
+	for b.Loop() {
+		Entry(entryCases[0])
+	}
+}

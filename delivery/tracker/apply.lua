@@ -43,20 +43,55 @@ local function apply_pr(p, cur, h)
   local draft, merged = '0', '0'
   if p.draft then draft = '1' end
   if p.merged then merged = '1' end
-  -- repo and number are the key's (hashes written before keep them too)
-  local fields = { 'ws', ws,
-    'state', p.state, 'draft', draft, 'merged', merged, 'base', p.base,
-    'author', p.author, 'title', p.title, 'labels', p.labels,
-    'updated_at', int(math.max(p.updated_ms, stored)) }
+  -- short names (tracker.lua's PR_LONG); repo and number are the key's
+  local fields = { 'w', ws,
+    's', p.state, 'd', draft, 'm', merged, 'b', p.base,
+    'a', p.author, 't', p.title, 'l', p.labels,
+    'u', int(math.max(p.updated_ms, stored)) }
   if p.head ~= '' and p.head ~= cur[4] then
     -- a new head starts over: its own results, its own settle clock
-    fields[#fields + 1] = 'head'
+    fields[#fields + 1] = 'h'
     fields[#fields + 1] = p.head
-    fields[#fields + 1] = 'head_seen_at'
+    fields[#fields + 1] = 'hs'
     fields[#fields + 1] = int(NOW_MS)
+    -- r and f are the head's: the former head keeps them as ready:<sha>
+    -- and failed:<sha>, so that it is still once per head sha if it
+    -- comes back (docs/design.md §3)
+    local gone = {}
+    if h.ready_at_head then
+      if cur[4] and cur[4] ~= '' then
+        fields[#fields + 1] = 'ready:' .. cur[4]
+        fields[#fields + 1] = h.ready_at_head
+        h['ready:' .. cur[4]] = h.ready_at_head
+      end
+      gone[#gone + 1], h.ready_at_head = 'r', nil
+    end
+    if h.failed_at_head then
+      if cur[4] and cur[4] ~= '' then
+        fields[#fields + 1] = 'failed:' .. cur[4]
+        fields[#fields + 1] = h.failed_at_head
+        h['failed:' .. cur[4]] = h.failed_at_head
+      end
+      gone[#gone + 1], h.failed_at_head = 'f', nil
+    end
+    if #gone > 0 then redis.call('HDEL', pk, unpack(gone)) end
+  elseif h.legacy and h.head then
+    -- the previous layout rewritten: the head and its clock move too
+    fields[#fields + 1] = 'h'
+    fields[#fields + 1] = h.head
+    if h.head_seen_at then
+      fields[#fields + 1] = 'hs'
+      fields[#fields + 1] = h.head_seen_at
+    end
+  end
+  if h.legacy then
+    -- a hash of the previous layout (long names) is rewritten in the
+    -- short one: its long fields go (ready:<sha> and failed:<sha> stay)
+    redis.call('HDEL', pk, unpack(LEGACY))
+    h.legacy = nil
   end
   redis.call('HSET', pk, unpack(fields))
-  for i = 1, #fields, 2 do h[fields[i]] = fields[i + 1] end
+  for i = 1, #fields, 2 do h[PR_LONG[fields[i]] or fields[i]] = fields[i + 1] end
   if p.state == 'open' then
     -- Only a closed PR's keys, and a link claimed before the PR's first
     -- snapshot (claim.lua), carry a TTL: a PR stored open has none.
@@ -246,7 +281,7 @@ local function tr_apply(input, data, ctx)
   end
   local hs, bases = {}, {}
   for i, n in ipairs(targets) do
-    hs[i] = hash(k_pr(repo, n))
+    hs[i] = pr_hash(k_pr(repo, n))
     bases[#bases + 1] = hs[i].base
   end
   if I.pr then

@@ -104,7 +104,8 @@ func (t *Tracker) runBatch(ctx context.Context, shard int, facts []batchFact, er
 	for len(facts) > 0 {
 		chunk := facts[:min(len(facts), maxBatch)]
 		argv := append(t.j.AppendArgs(), t.j.Tag(shard), len(chunk))
-		ctxs := map[string]string{} // the context per repository, once per call
+		ctxs := map[string]string{}  // the context per repository, once per call
+		buf := make([]byte, 0, 1024) // each input's JSON, copied into argv
 		for _, f := range chunk {
 			sc, ok := ctxs[f.repo]
 			if !ok {
@@ -120,12 +121,8 @@ func (t *Tracker) runBatch(ctx context.Context, shard int, facts []batchFact, er
 			}
 			in := *f.in
 			in.scriptCtx = scriptCtx{} // passed beside it
-			b, err := json.Marshal(&in)
-			if err != nil { // cannot happen: strings, numbers and slices
-				failBatch(errs, facts, fmt.Errorf("encode input: %w", err))
-				return
-			}
-			argv = append(argv, sc, string(b), f.data)
+			buf, _ = appendInput(buf[:0], &in)
+			argv = append(argv, sc, string(buf), f.data)
 		}
 		res, err := batchScript.Run(ctx, t.rdb, []string{t.j.StreamKey(shard)}, argv...).Slice()
 		if err != nil {

@@ -20,7 +20,7 @@ wg_config(ARGV[1], ARGV[2], ARGV[3])
 tr_init(ARGV[4], I)
 local ws, repo, n, session = I.workspace, I.repo, I.number, I.session
 local pk = k_pr(repo, n)
-local h = hash(pk)
+local h = pr_hash(pk)
 
 -- A link by a Wakegate-Session trailer is no claim: the session's own
 -- claim replaces it (the same session's claim makes it one).

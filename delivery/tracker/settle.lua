@@ -17,8 +17,9 @@
 --              decoded once for a run of members passing the same one
 --
 -- Returns one reply per member, in order: {"ok", stream ids appended...}
--- when it claimed the member, {"gone"} when another settler did or it is
--- not due yet. It stops after the first {"need", base}: that member wrote
+-- when it claimed the member, {"gone"} when another settler did (a member
+-- claimed before its due, its head having come back since the caller read
+-- it, is scheduled again by the evaluation). It stops after the first {"need", base}: that member wrote
 -- nothing and the members after it did not run (the caller passes the
 -- base's required checks and runs them again).
 
@@ -34,17 +35,17 @@ local function settle(member, c)
   end
   n = tonumber(n)
 
-  local due = redis.call('ZSCORE', k_settle(), member)
-  if not due or tonumber(due) > NOW_MS then return { 'gone' } end
-
-  local h = hash(k_pr(repo, n))
+  local h = pr_hash(k_pr(repo, n))
   local missing = missing_required({ h.base })
   if #missing > 0 then
     table.insert(missing, 1, 'need')
     return missing
   end
 
-  redis.call('ZREM', k_settle(), member)
+  -- The caller read the member due at its now. No ZSCORE first: a
+  -- member whose head came back since (a later due) and is taken here is
+  -- scheduled again by evaluate (checks_pass) while its due is ahead.
+  if redis.call('ZREM', k_settle(), member) == 0 then return { 'gone' } end
   evaluate(ws, repo, n, sha, h)
   table.insert(SIDS, 1, 'ok')
   return SIDS

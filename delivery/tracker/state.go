@@ -66,7 +66,7 @@ func (t *Tracker) State(ctx context.Context, repo string, number int) (PRState, 
 	if len(res) != 3 {
 		return s, fmt.Errorf("state of %s#%d: %d replies, want 3", repo, number, len(res))
 	}
-	h := pairs(res[0])
+	h := prFields(pairs(res[0]))
 	_, s.Seen = h["state"]
 	s.Workspace, s.State, s.Head, s.Base = h["ws"], h["state"], h["head"], h["base"]
 	s.Author, s.Title = h["author"], h["title"]
@@ -97,6 +97,38 @@ func (t *Tracker) State(ctx context.Context, repo string, number int) (PRState, 
 		s.Checks[name] = CheckResult{Result: r, At: msTime(at)}
 	}
 	return s, nil
+}
+
+// prLong maps the tracker hash's short field names to the previous
+// layout's (tracker.lua's PR_LONG); r and f are the current head's
+// ready:<sha> and failed:<sha> (docs/design.md §3).
+var prLong = map[string]string{"w": "ws", "s": "state", "d": "draft", "m": "merged", "h": "head",
+	"hs": "head_seen_at", "b": "base", "a": "author", "t": "title", "l": "labels", "u": "updated_at"}
+
+// prFields reads a PR tracker hash of either layout under the previous
+// layout's names (a short name wins over its long one), with the current
+// head's r and f as ready:<head> and failed:<head>.
+func prFields(raw map[string]string) map[string]string {
+	h := make(map[string]string, len(raw))
+	for k, v := range raw {
+		if _, ok := prLong[k]; !ok && k != "r" && k != "f" {
+			h[k] = v
+		}
+	}
+	for short, long := range prLong {
+		if v, ok := raw[short]; ok {
+			h[long] = v
+		}
+	}
+	if head := h["head"]; head != "" {
+		if v, ok := raw["r"]; ok {
+			h["ready:"+head] = v
+		}
+		if v, ok := raw["f"]; ok {
+			h["failed:"+head] = v
+		}
+	}
+	return h
 }
 
 // pairs reads a flat HGETALL reply of a script into a map.

@@ -8,10 +8,12 @@
 -- Returns {tracker HGETALL, reviews HGETALL, checks-at-head HGETALL}.
 
 local h = redis.call('HGETALL', KEYS[1])
-local head
+-- the head is field h, or head in a hash of the previous layout
+local head, old
 for i = 1, #h, 2 do
-  if h[i] == 'head' then head = h[i + 1] end
+  if h[i] == 'h' then head = h[i + 1] elseif h[i] == 'head' then old = h[i + 1] end
 end
+head = head or old
 local checks = {}
 if head and head ~= '' then checks = redis.call('HGETALL', ARGV[1] .. head) end
 return { h, redis.call('HGETALL', KEYS[2]), checks }

@@ -12,14 +12,21 @@
 --   TAG:settle                 zset   "<ws>\n<repo>\n<n>\n<sha>" scored by due ms
 --   TAG:resolved:<guid>        string PR numbers a check delivery was journaled under
 --
--- Tracker hash fields: ws, state (open|closed), draft (0|1),
--- merged (0|1), head, head_seen_at (ms), base, author, title, labels (JSON),
--- updated_at (ms of the newest snapshot applied), session, session_ws,
+-- Tracker hash fields (docs/design.md §3, §14: one letter or two, the
+-- names cost bytes in every PR's hash): w (workspace), s (state:
+-- open|closed), d (draft 0|1), m (merged 0|1), h (head), hs (ms the head
+-- first appeared), b (base), a (author), t (title), l (labels, JSON),
+-- u (ms of the newest snapshot applied), session, session_ws,
 -- session_via ("trailer" while a Wakegate-Session trailer made the link),
--- ready:<sha> and failed:<sha> (the journal stream id of the ready or
--- checks_failed entry of that head; hashes written before 2026-12-05 hold
--- the ms it was emitted: only the field's presence is read). Hashes written before 2026-12-05 also hold repo and number,
--- which the key says: nothing reads them.
+-- r and f (the journal stream id of the ready or checks_failed entry of
+-- the current head h; a head change moves them to ready:<sha> and
+-- failed:<sha> of the head they were for). Hashes written before
+-- 2026-12-06 name the fields ws, state, draft, merged, head,
+-- head_seen_at, base, author, title, labels, updated_at and keep every
+-- head's ready:<sha> / failed:<sha> (before 2026-12-05 the ms it was
+-- emitted: only the field's presence is read), and before 2026-12-05 also
+-- repo and number: pr_hash reads both layouts (a short name wins), and
+-- apply_pr rewrites a hash of the long layout in the short one.
 
 local TAG          -- hash tag of the shard
 local NOW_MS       -- the caller's now, ms since the epoch
@@ -57,6 +64,56 @@ local function hash(key)
   local t = {}
   for i = 1, #flat, 2 do t[flat[i]] = flat[i + 1] end
   return t
+end
+
+-- PR_LONG maps a tracker hash field's stored name to the name the
+-- scripts use for it (the previous layout's); PR_SHORT is its inverse.
+-- LEGACY lists the previous layout's names a rewrite deletes.
+local PR_LONG = { w = 'ws', s = 'state', d = 'draft', m = 'merged', h = 'head',
+  hs = 'head_seen_at', b = 'base', a = 'author', t = 'title', l = 'labels', u = 'updated_at',
+  r = 'ready_at_head', f = 'failed_at_head' }
+local PR_SHORT = {}
+for k, v in pairs(PR_LONG) do PR_SHORT[v] = k end
+local LEGACY = { 'ws', 'state', 'draft', 'merged', 'head', 'head_seen_at', 'base', 'author', 'title',
+  'labels', 'updated_at', 'repo', 'number' }
+
+-- pr_hash reads a PR's tracker hash into a table keyed by the long names
+-- (either layout, a short name winning); legacy is true when the hash
+-- holds fields of the previous layout.
+local function pr_hash(key)
+  local flat = redis.call('HGETALL', key)
+  local t, legacy = {}, false
+  for i = 1, #flat, 2 do
+    local k = flat[i]
+    local long = PR_LONG[k]
+    if long then
+      t[long] = flat[i + 1]
+    else
+      if PR_SHORT[k] or k == 'repo' or k == 'number' then legacy = true end
+      t[k] = flat[i + 1]
+    end
+  end
+  if legacy then
+    -- both layouts (a rewrite that has not happened yet): short names win
+    for i = 1, #flat, 2 do
+      local long = PR_LONG[flat[i]]
+      if long then t[long] = flat[i + 1] end
+    end
+    t.legacy = true
+  end
+  return t
+end
+
+-- ready_at / failed_at: the stream id of the ready / checks_failed entry
+-- of head sha (h's r or f when sha is its head, else ready:<sha> or
+-- failed:<sha>, written for a former head or by the previous layout).
+local function ready_at(h, sha)
+  if sha == h.head and h.ready_at_head then return h.ready_at_head end
+  return h['ready:' .. sha]
+end
+local function failed_at(h, sha)
+  if sha == h.head and h.failed_at_head then return h.failed_at_head end
+  return h['failed:' .. sha]
 end
 
 -- pair splits "<word> <ms>" into the word and the number.
@@ -234,7 +291,8 @@ end
 -- per head sha. h is the PR's tracker hash when the caller has just read
 -- it (nil: read it here).
 --
--- The hash's ready:<sha> / failed:<sha> field is written in the same call
+-- The hash's r / f field (ready:<sha> / failed:<sha> for a former head)
+-- is written in the same call
 -- as the entry, and the hash lives at least as long as the entry's dedup
 -- marker when RETENTION ≥ the journal's retention (an open PR's hash has
 -- no TTL, a closed one's RETENTION): its absence then proves the
@@ -242,7 +300,7 @@ end
 -- (docs/design.md §2, §3 PR readiness).
 local function evaluate(ws, repo, n, only_sha, h)
   local pk = k_pr(repo, n)
-  h = h or hash(pk)
+  h = h or pr_hash(pk)
   local fresh = RETENTION >= wg_ttl
   local head = h.head
   if h.state ~= 'open' or not head or head == '' then return end
@@ -254,9 +312,9 @@ local function evaluate(ws, repo, n, only_sha, h)
   end
   table.sort(failed)
   local title = string.gsub(h.title or '', '[\r\n]+', ' ')
-  if #failed > 0 and not h['failed:' .. head] then
+  if #failed > 0 and not failed_at(h, head) then
     local priority = 'attention'
-    if h['ready:' .. head] then priority = 'critical' end
+    if ready_at(h, head) then priority = 'critical' end
     -- name the failing checks a person knows (runs, statuses), not suite ids
     local named = {}
     for _, name in ipairs(failed) do
@@ -267,14 +325,16 @@ local function evaluate(ws, repo, n, only_sha, h)
     local sid = synth(ws, repo, n, h, 'checks_failed', 'checks_failed/' .. head, priority,
       'PR #' .. int(n) .. ' checks failed (' .. what .. '): ' .. title .. ' (' .. repo .. ')',
       { failed = failed }, fresh)
-    redis.call('HSET', pk, 'failed:' .. head, sid)
+    redis.call('HSET', pk, 'f', sid)
+    h.failed_at_head = sid
   end
-  if h['ready:' .. head] or h.draft == '1' then return end
+  if ready_at(h, head) or h.draft == '1' then return end
   -- the reviews are read only when the checks would make it ready (a PR
   -- scheduled for its settle time with changes requested is settled to
   -- nothing then)
   if not checks_pass(ws, repo, n, h, res, #failed > 0) or changes_requested(repo, n) then return end
   local sid = synth(ws, repo, n, h, 'ready', 'ready/' .. head, 'attention',
     'PR #' .. int(n) .. ' ready: ' .. title .. ' (' .. repo .. ')', nil, fresh)
-  redis.call('HSET', pk, 'ready:' .. head, sid)
+  redis.call('HSET', pk, 'r', sid)
+  h.ready_at_head = sid
 end

@@ -901,7 +901,7 @@ func TestPreviousHashLayout(t *testing.T) {
 }
 
 // TestReadyOncePerHead: ready and checks_failed are made once per head by
-// the PR's ready:<sha> and failed:<sha> fields, which hold their entry's
+// the PR's r and f fields (its head's), which hold their entry's
 // stream id; they keep their (source, id) marker, so the journal finds
 // them by it (the admin redelivery does), and applying again (a
 // redelivery, a re-derivation after a crash) appends nothing.
@@ -923,9 +923,9 @@ func TestReadyOncePerHead(t *testing.T) {
 		if typ == "github.pull_request.opened" {
 			continue
 		}
-		field := "ready:" + shaA
+		field := "r" // the current head's (docs/design.md §3)
 		if typ == "github.pull_request.checks_failed" {
-			field = "failed:" + shaA
+			field = "f"
 		}
 		sid, err := e.rdb.HGet(e.ctx, prKeyForTest(e, 1), field).Result()
 		if err != nil || journal.FormatSeq(shard, sid) != ev.Seq {
