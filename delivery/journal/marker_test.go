@@ -16,25 +16,16 @@ import (
 )
 
 // markerOf is where journal.lua keeps (source, id)'s marker of the period
-// starting at start when the period holds n markers or fewer, level 0
-// (docs/design.md §2, "The dedup window").
+// starting at start (docs/design.md §2, "The dedup window").
 func markerOf(j *journal.Journal, shard int, start int64, source, id string) (key, field string) {
-	h, member := journal.MarkerMember(source, id)
-	return j.Keys(shard).Marks().Level(start, h, 0), member
-}
-
-// previousMarkerOf is where the previous version kept (source, id)'s
-// marker of the period starting at start: main's layout, still read.
-func previousMarkerOf(j *journal.Journal, shard int, start int64, source, id string) (key, field string) {
 	h := hex.EncodeToString(func() []byte { s := sha1.Sum([]byte(source + "\x00" + id)); return s[:] }())
 	return j.Keys(shard).Markers(start, h[:2]), h[2:22]
 }
 
 // TestDedupMarkers: an append leaves its (source, id) marker as a field of
-// the level-0 hash of its period, counted by the period's count (no key
-// of its own), which live at least the retention and at most a period
-// more; a second append of the pair, Lookup and Find all answer the first
-// entry.
+// the hash of its period (no key of its own), which lives at least the
+// retention and at most a period more; a second append of the pair, Lookup
+// and Find all answer the first entry.
 func TestDedupMarkers(t *testing.T) {
 	ctx := context.Background()
 	rdb, prefix := redistest.New(t)
@@ -61,20 +52,12 @@ func TestDedupMarkers(t *testing.T) {
 		t.Fatalf("no marker in %s: %v", key, err)
 	}
 	ms, _ := strconv.ParseInt(strings.TrimSuffix(sid, "-0"), 10, 64)
-	h, _ := journal.MarkerMember(e.Source, e.ID)
-	check, _ := strconv.ParseInt(h[20:25], 16, 64)
-	if v != strconv.FormatInt(check<<32+ms-start*1000, 10) {
-		t.Errorf("marker value %q for stream id %s in the period of %d, want its check %d · 2^32 + the ms after the start", v, sid, start, check)
+	if v != strconv.FormatInt(ms-start*1000, 10) {
+		t.Errorf("marker value %q for stream id %s in the period of %d", v, sid, start)
 	}
-	count := j.Keys(shard).Marks().Count(start)
-	if n, err := rdb.Get(ctx, count).Result(); err != nil || n != "1" {
-		t.Errorf("the period's count = %q %v, want 1", n, err)
-	}
-	for _, k := range []string{key, count} {
-		ttl, err := rdb.TTL(ctx, k).Result()
-		if err != nil || ttl < retention-time.Minute || ttl > retention+time.Duration(period)*time.Second {
-			t.Errorf("%s expires in %v, want between the retention and a period (%ds) more", k, ttl, period)
-		}
+	ttl, err := rdb.TTL(ctx, key).Result()
+	if err != nil || ttl < retention-time.Minute || ttl > retention+time.Duration(period)*time.Second {
+		t.Errorf("the markers' hash expires in %v, want between the retention and a period (%ds) more", ttl, period)
 	}
 	again, added, err := j.Append(ctx, e)
 	if err != nil || added || again != seq {
@@ -92,107 +75,33 @@ func TestDedupMarkers(t *testing.T) {
 	if got, _ := j.Lookup(ctx, "ws", "session:s", e.Source, e.ID); got != "" {
 		t.Fatalf("Lookup after ForgetMarker = %q", got)
 	}
-	// a marker of the same member whose check is another's is another
-	// (source, id)'s: it does not dedup
-	other := ev("ws", "session:s", "m-other")
-	oh, om := journal.MarkerMember(other.Source, other.ID)
-	oc, _ := strconv.ParseInt(oh[20:25], 16, 64)
-	if err := rdb.HSet(ctx, j.Keys(j.ShardOf("ws", "session:s")).Marks().Level(start, oh, 0), om, strconv.FormatInt((oc^1)<<32+5, 10)).Err(); err != nil {
-		t.Fatal(err)
-	}
-	if _, added, err := j.Append(ctx, other); err != nil || !added {
-		t.Errorf("a marker with another's check dedups: added %v %v", added, err)
-	}
-}
-
-// TestDedupMarkerLevels: past 64 markers a period opens level 1 (16
-// hashes by the sha1's first digit), past 1,088 level 2: every key stays
-// a listpack, and every pair appended is found again, whichever level it
-// went to.
-func TestDedupMarkerLevels(t *testing.T) {
-	ctx := context.Background()
-	rdb, prefix := redistest.New(t)
-	j := journal.New(rdb, journal.Config{Prefix: prefix, Shards: 1})
-	const n = 1200
-	seqs := make([]string, n)
-	for i := range n {
-		seq, added, err := j.Append(ctx, ev("ws", "session:s", "lv-"+strconv.Itoa(i)))
-		if err != nil || !added {
-			t.Fatalf("append %d: %v %v", i, added, err)
-		}
-		seqs[i] = seq
-	}
-	keys, err := rdb.Keys(ctx, string(j.Keys(0).Marks())+":*").Result()
-	if err != nil {
-		t.Fatal(err)
-	}
-	levels := map[int]int{}
-	for _, k := range keys {
-		last := k[strings.LastIndexByte(k, ':')+1:]
-		if strings.Count(k[len(string(j.Keys(0).Marks())):], ":") < 2 {
-			continue // the count
-		}
-		d := len(last)
-		if last == "-" {
-			d = 0
-		}
-		levels[d]++
-		if enc, _ := rdb.ObjectEncoding(ctx, k).Result(); enc != "listpack" {
-			t.Errorf("%s is a %s (%d fields)", k, enc, rdb.HLen(ctx, k).Val())
-		}
-	}
-	if levels[0] != 1 || levels[1] != 16 || levels[2] < 50 || levels[3] != 0 {
-		t.Errorf("hashes by level %v, want 1, 16, about 110 (112 markers over 256), none deeper", levels)
-	}
-	for i := 0; i < n; i += 7 {
-		e := ev("ws", "session:s", "lv-"+strconv.Itoa(i))
-		if again, added, err := j.Append(ctx, e); err != nil || added || again != seqs[i] {
-			t.Fatalf("append %d again: %s %v %v, want %s", i, again, added, err, seqs[i])
-		}
-	}
 }
 
 // TestDedupMarkersOfEarlierPeriods: a marker two periods old (the oldest
-// a period may still hold) is honoured, by appends (the agent commit's and
+// a hash may still hold) is honoured, by appends (the agent commit's and
 // the tracker's use the same Lua) and readers, whatever form its value
-// has and whichever level; one three periods old is past the window and
-// is not looked for.
+// has; one three periods old is past the window and is not looked for.
 func TestDedupMarkersOfEarlierPeriods(t *testing.T) {
 	backends(t, func(t *testing.T, rdb redis.UniversalClient, prefix string) {
 		ctx := context.Background()
 		const retention = 2 * time.Hour // periods of an hour
 		j := journal.New(rdb, journal.Config{Prefix: prefix, Shards: 2, Retention: retention})
-		tm, err := rdb.Time(ctx).Result()
-		if err != nil {
-			t.Fatal(err)
-		}
-		now := tm.Unix()
+		now := time.Now().Unix()
 		cur := now - now%3600
 		for _, c := range []struct {
 			id      string
 			periods int64
-			count   int // the period's count: 100 puts the marker's level at 1
 			value   string
 			want    string // the stream id found; "" = appended anew
 		}{
-			{"old-1", 2, 1, "5", strconv.FormatInt((cur-2*3600)*1000+5, 10) + "-0"},
-			{"old-2", 1, 1, "1700000000000-3", "1700000000000-3"},
-			{"old-4", 1, 100, "7", strconv.FormatInt((cur-3600)*1000+7, 10) + "-0"},
-			{"old-3", 3, 1, "5", ""},
+			{"old-1", 2, "5", strconv.FormatInt((cur-2*3600)*1000+5, 10) + "-0"},
+			{"old-2", 1, "1700000000000-3", "1700000000000-3"},
+			{"old-3", 3, "5", ""},
 		} {
 			e := ev("ws", "session:s", c.id)
 			shard := j.ShardOf(e.Workspace, e.Subject)
-			start := cur - c.periods*3600
-			h, field := journal.MarkerMember(e.Source, e.ID)
-			level := 0
-			if c.count > 64 {
-				level = 1
-			}
-			ms := j.Keys(shard).Marks()
-			if err := rdb.HSet(ctx, ms.Level(start, h, level), field, c.value).Err(); err != nil {
-				t.Fatal(err)
-			}
-			if err := rdb.IncrBy(ctx, ms.Count(start), int64(c.count)).Err(); err != nil {
+			key, field := markerOf(j, shard, cur-c.periods*3600, e.Source, e.ID)
+			if err := rdb.HSet(ctx, key, field, c.value).Err(); err != nil {
 				t.Fatal(err)
 			}
 			seq, added, err := j.Append(ctx, e)
@@ -211,73 +120,6 @@ func TestDedupMarkersOfEarlierPeriods(t *testing.T) {
 			if got, _ := j.Lookup(ctx, "ws", "session:s", e.Source, e.ID); got != journal.FormatSeq(shard, c.want) {
 				t.Errorf("%s: Lookup = %q", c.id, got)
 			}
-		}
-	})
-}
-
-// TestPreviousLayoutMarkersHonoured: markers main's code wrote (fields
-// h[3..22] of "<j>:em:<start>:<h[1..2]>", value the milliseconds after
-// start or the whole stream id) dedup appends and answer Lookup and Find
-// in a shard whose journal had entries at its first lookup, for a
-// retention after that lookup (the shard's "<j>:mkepoch"), and not after.
-func TestPreviousLayoutMarkersHonoured(t *testing.T) {
-	backends(t, func(t *testing.T, rdb redis.UniversalClient, prefix string) {
-		ctx := context.Background()
-		const retention = 2 * time.Hour
-		j := journal.New(rdb, journal.Config{Prefix: prefix, Shards: 1, Retention: retention})
-		body, _ := journal.Marshal(ev("ws", "session:s", "before"))
-		sid, err := rdb.XAdd(ctx, &redis.XAddArgs{Stream: j.StreamKey(0), Values: []any{"e", body, "w", "ws"}}).Result()
-		if err != nil {
-			t.Fatal(err)
-		}
-		tm, err := rdb.Time(ctx).Result()
-		if err != nil {
-			t.Fatal(err)
-		}
-		now := tm.Unix()
-		cur := now - now%3600
-		for i, c := range []struct {
-			periods int64
-			value   string
-			want    string
-		}{
-			{0, "12", strconv.FormatInt(cur*1000+12, 10) + "-0"},
-			{2, "5", strconv.FormatInt((cur-2*3600)*1000+5, 10) + "-0"},
-			{1, sid, sid},
-		} {
-			e := ev("ws", "session:s", "prev-"+strconv.Itoa(i))
-			key, field := previousMarkerOf(j, 0, cur-c.periods*3600, e.Source, e.ID)
-			if err := rdb.HSet(ctx, key, field, c.value).Err(); err != nil {
-				t.Fatal(err)
-			}
-			want := journal.FormatSeq(0, c.want)
-			seq, added, err := j.Append(ctx, e)
-			if err != nil || added || seq != want {
-				t.Errorf("append under main's marker %d periods old = %s added %v %v, want %s", c.periods, seq, added, err, want)
-			}
-			if got, err := j.Lookup(ctx, "ws", "session:s", e.Source, e.ID); err != nil || got != want {
-				t.Errorf("Lookup = %q %v, want %s", got, err, want)
-			}
-			if c.want == sid {
-				if got, err := j.Find(ctx, e.Source, e.ID); err != nil || len(got) != 1 || got[0].Seq != want {
-					t.Errorf("Find = %+v %v", got, err)
-				}
-			}
-		}
-		if v, _ := rdb.Get(ctx, j.Keys(0).MarksEpoch()).Int64(); v < now-5 || v > now+5 {
-			t.Errorf("the shard's marks epoch = %d, want now (%d)", v, now)
-		}
-		// a retention after the epoch, main's hashes are no longer read
-		if err := rdb.Set(ctx, j.Keys(0).MarksEpoch(), now-int64(retention/time.Second)-60, 0).Err(); err != nil {
-			t.Fatal(err)
-		}
-		e := ev("ws", "session:s", "prev-late")
-		key, field := previousMarkerOf(j, 0, cur, e.Source, e.ID)
-		if err := rdb.HSet(ctx, key, field, "3").Err(); err != nil {
-			t.Fatal(err)
-		}
-		if _, added, err := j.Append(ctx, e); err != nil || !added {
-			t.Errorf("a retention past the epoch, main's marker still dedups: added %v %v", added, err)
 		}
 	})
 }
