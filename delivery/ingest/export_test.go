@@ -148,3 +148,19 @@ func (s *Store) AgeKnown(d time.Duration) {
 
 // ObjectRefresh is objectRefresh.
 const ObjectRefresh = objectRefresh
+
+// BodyMark is the hex of the hash naming d's body in its body marker (and
+// in the previous version's key "<in>:bs:<hex>").
+func BodyMark(d *Delivery) string {
+	_, _, mark, err := encodeRaw(d, nil)
+	if err != nil {
+		panic(err)
+	}
+	return hex.EncodeToString(mark[:])
+}
+
+// LegacyBodyMarkers reports whether a commit into shard now reads the
+// previous version's key per body marker.
+func (s *Store) LegacyBodyMarkers(shard int, now time.Time) bool {
+	return s.legacyBodyMarkers(shard, now.UnixMilli())
+}

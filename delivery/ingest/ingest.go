@@ -36,9 +36,10 @@ type Store struct {
 	rdb redis.UniversalClient
 	j   *journal.Journal
 
-	known  keySet      // shared objects this process has seen stored (their keys)
-	loaded objectCache // shared objects read back, by hash (immutable)
-	epochs sync.Map    // ingest shard → until when (unix ms) body markers of before are looked for; 0: never
+	known    keySet      // shared objects this process has seen stored (their keys)
+	loaded   objectCache // shared objects read back, by hash (immutable)
+	epochs   sync.Map    // ingest shard → until when (unix ms) body markers of before (":bh:", ":bm:") are looked for; 0: never
+	bkEpochs sync.Map    // ingest shard → until when (unix ms) the previous version's ":bs:" markers are looked for; 0: never
 }
 
 // New returns a store committing into the journal j's Redis layout.
@@ -102,7 +103,7 @@ const (
 //go:embed commit_delivery.lua
 var commitDeliveryLua string
 
-var commitDeliveryScript = keyspace.NewScript("delivery/ingest/commit_delivery.lua", commitDeliveryLua)
+var commitDeliveryScript = keyspace.NewScript("delivery/ingest/commit_delivery.lua", journal.MarksLua, commitDeliveryLua)
 
 // CommitDelivery commits a verified delivery. Only Committed means this
 // call wrote it; the duplicates wrote nothing.
@@ -120,10 +121,14 @@ func (s *Store) CommitDelivery(ctx context.Context, d *Delivery) (Outcome, error
 	tag := s.Tag(shard)
 	raw := rawKey(tag, d.GUID, d.Hook)
 	in := keyspace.IngestShard(tag)
-	keys := make([]string, 7, 7+len(objs))
-	bs := in.StoredBodyMarker(hex.EncodeToString(mark[:]))
-	keys[0], keys[1], keys[2], keys[3], keys[4], keys[5], keys[6] = raw, bs, raw, s.StreamKey(shard), bs, bs, in.MarkerEpoch()
+	keys := make([]string, 8, 8+len(objs))
+	markHex := hex.EncodeToString(mark[:])
+	keys[0], keys[1], keys[2], keys[3], keys[4], keys[5], keys[6], keys[7] = raw, raw, raw, s.StreamKey(shard), raw, raw, in.MarkerEpoch(), in.BodyMarksEpoch()
 	now := time.Now().UnixMilli()
+	if s.legacyBodyMarkers(shard, now) {
+		// the previous version's key per body may still be there
+		keys[1] = in.StoredBodyMarker(markHex)
+	}
 	if s.legacyMarkers(shard, now) {
 		// markers of before the stored-form marker may still be there: the
 		// body's own SHA-256 names them (docs/design.md §14)
@@ -142,11 +147,12 @@ func (s *Store) CommitDelivery(ctx context.Context, d *Delivery) (Outcome, error
 	if d.Replay {
 		replay = "1"
 	}
-	const nargs = 12
+	const nargs = 14
 	args := make([]any, nargs, nargs+len(objs))
 	args[0], args[1], args[2], args[3], args[4] = int64(cfg.Retention/time.Second), rec, replay, d.GUID, d.Hook
 	args[5], args[6], args[7], args[8], args[9] = derive, maxLen(cfg), fact, d.Workspace, len(objs)
 	args[10], args[11] = now, int64((cfg.Retention+objectSlack)/time.Second)
+	args[12], args[13] = string(in.BodyMarks()), BodyMarkMember(markHex)
 	at := sinceEpoch()
 	refreshed := make([]bool, len(objs)) // this commit gives object i its TTL
 	for i, o := range objs {
@@ -168,15 +174,16 @@ func (s *Store) CommitDelivery(ctx context.Context, d *Delivery) (Outcome, error
 		if err != nil {
 			return 0, fmt.Errorf("commit delivery %s: %w", d.GUID, err)
 		}
-		if len(res) > 2 {
-			s.learnEpoch(shard, res[2], cfg.Retention)
+		if len(res) > 3 {
+			s.learnEpoch(&s.epochs, shard, res[2], cfg.Retention)
+			s.learnEpoch(&s.bkEpochs, shard, res[3], cfg.Retention)
 		}
 		code, _ := res[0].(int64)
 		if code == 3 && attempt == 0 {
 			// an object believed stored has expired (or Redis lost it): send them all
 			for i, o := range objs {
 				if a, _ := args[nargs+i].(string); a == "" || a == "+" {
-					s.known.forget(keys[7+i])
+					s.known.forget(keys[8+i])
 					args[nargs+i] = encodeObject(o.data)
 					refreshed[i] = true
 				}
@@ -189,7 +196,7 @@ func (s *Store) CommitDelivery(ctx context.Context, d *Delivery) (Outcome, error
 		if code == int64(Committed) {
 			for i := range objs {
 				if refreshed[i] {
-					s.known.add(at, keys[7+i])
+					s.known.add(at, keys[8+i])
 				}
 			}
 		}
@@ -208,12 +215,26 @@ const (
 	objectRefresh = 12 * time.Hour
 )
 
+// BodyMarkMember is the member of the body marker named by the body hash's
+// hex digits (docs/design.md §14): digits 8–20 as a decimal integer, as
+// journal.MarkerMember's (delivery/journal/marks.lua).
+func BodyMarkMember(markHex string) string {
+	m, _ := strconv.ParseUint(markHex[7:20], 16, 64)
+	return strconv.FormatUint(m, 10)
+}
+
 // legacyMarkers reports whether body markers written before the
 // stored-form marker may still be in shard at now (unix ms): until this
 // process has heard the shard's marker epoch from a commit, and then for
 // a retention and a day after it (docs/design.md §14).
-func (s *Store) legacyMarkers(shard int, now int64) bool {
-	v, ok := s.epochs.Load(shard)
+func (s *Store) legacyMarkers(shard int, now int64) bool { return before(&s.epochs, shard, now) }
+
+// legacyBodyMarkers reports the same of the previous version's key per
+// body marker ("<in>:bs:"), by the shard's body marks epoch.
+func (s *Store) legacyBodyMarkers(shard int, now int64) bool { return before(&s.bkEpochs, shard, now) }
+
+func before(epochs *sync.Map, shard int, now int64) bool {
+	v, ok := epochs.Load(shard)
 	if !ok {
 		return true
 	}
@@ -221,11 +242,11 @@ func (s *Store) legacyMarkers(shard int, now int64) bool {
 	return until != 0 && now < until
 }
 
-// learnEpoch remembers the shard's marker epoch as the commit script
+// learnEpoch remembers a shard's marker epoch as the commit script
 // answered it: "0" (a shard that had no ingest record when its first
-// stored-form marker was written: nothing of before to honour), else when
+// marker of the kind was written: nothing of before to honour), else when
 // that was, in unix ms.
-func (s *Store) learnEpoch(shard int, v any, retention time.Duration) {
+func (s *Store) learnEpoch(epochs *sync.Map, shard int, v any, retention time.Duration) {
 	str, _ := v.(string)
 	ms, err := strconv.ParseInt(str, 10, 64)
 	if err != nil {
@@ -235,7 +256,7 @@ func (s *Store) learnEpoch(shard int, v any, retention time.Duration) {
 	if ms > 0 {
 		until = ms + (retention + legacyMarkerSlack).Milliseconds()
 	}
-	s.epochs.Store(shard, until)
+	epochs.Store(shard, until)
 }
 
 // legacyMarkerSlack is how long past a retention after the marker epoch

@@ -10,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"sort"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -342,6 +343,82 @@ func TestRawDedupAcrossMarkers(t *testing.T) {
 		}
 		if late.LegacyMarkers(shard, time.Now()) {
 			t.Fatal("markers of before looked for past the epoch's retention and a day")
+		}
+	})
+}
+
+// TestBodyMarksAcrossVersions: the body marker is a member of the
+// shard's period sets (an intset, no key of its own); a body whose marker
+// main's code wrote ("<in>:bs:<hash>", value 1, beside an ingest record)
+// is a duplicate for the current code while such keys may be there, that
+// is for a retention and a day after the shard's first body mark, and is
+// not looked for after.
+func TestBodyMarksAcrossVersions(t *testing.T) {
+	backends(t, func(t *testing.T, rdb redis.UniversalClient, j *journal.Journal) {
+		ctx := context.Background()
+		d := ingest.Delivery{GUID: "g1", Event: "pull_request", Hook: "42", ContentType: "application/json",
+			Repo: "Codertocat/Hello-World", Workspace: "default", Body: fixture(t), Received: time.Unix(1700000000, 0)}
+		s := ingest.New(rdb, j)
+		shard := s.ShardOf(d.Repo)
+		in := s.Keys(shard)
+		// main's commit: its record in the stream, its marker a key
+		if err := rdb.XAdd(ctx, &redis.XAddArgs{Stream: s.StreamKey(shard), Values: []any{"g", "g0", "h", "42", "r", "0"}}).Err(); err != nil {
+			t.Fatal(err)
+		}
+		if err := rdb.Set(ctx, in.StoredBodyMarker(ingest.BodyMark(&d)), "1", time.Hour).Err(); err != nil {
+			t.Fatal(err)
+		}
+		if got, err := s.CommitDelivery(ctx, &d); err != nil || got != ingest.DuplicateBody {
+			t.Fatalf("a body main's code marked: %v %v, want DuplicateBody", got, err)
+		}
+		if !s.LegacyBodyMarkers(shard, time.Now().Add(j.Config().Retention)) {
+			t.Fatal("main's body markers no longer looked for within the retention after the epoch")
+		}
+		if s.LegacyBodyMarkers(shard, time.Now().Add(j.Config().Retention+ingest.LegacyMarkerSlack+time.Minute)) {
+			t.Fatal("main's body markers still looked for past the retention and a day")
+		}
+		// a body the current code commits: a member of the period's set
+		d2 := withBody(withGUID(d, "g2"), append([]byte(" "), d.Body...))
+		if got, err := s.CommitDelivery(ctx, &d2); err != nil || got != ingest.Committed {
+			t.Fatalf("a new body: %v %v", got, err)
+		}
+		mark := ingest.BodyMark(&d2)
+		if n, _ := rdb.Exists(ctx, in.StoredBodyMarker(mark)).Result(); n != 0 {
+			t.Fatal("the commit wrote a body marker key of its own")
+		}
+		tm, err := rdb.Time(ctx).Result()
+		if err != nil {
+			t.Fatal(err)
+		}
+		period := int64(j.Config().Retention/time.Second+1) / 2
+		start := tm.Unix() - tm.Unix()%period
+		member, _ := strconv.ParseUint(mark[7:20], 16, 64)
+		if ok, err := rdb.SIsMember(ctx, in.BodyMarks().Bucket(start, 0), member).Result(); err != nil || !ok {
+			t.Fatalf("the body's mark is not in its period's set: %v %v", ok, err)
+		}
+		if got, err := ingest.New(rdb, j).CommitDelivery(ctx, &d2); err != nil || got != ingest.DuplicateGUID {
+			t.Fatalf("the same delivery again: %v %v", got, err)
+		}
+		d3 := withGUID(d2, "g3")
+		if got, err := ingest.New(rdb, j).CommitDelivery(ctx, &d3); err != nil || got != ingest.DuplicateBody {
+			t.Fatalf("its body under a fresh GUID: %v %v, want DuplicateBody", got, err)
+		}
+		// an epoch older than a retention and a day: main's keys are not read
+		past := time.Now().Add(-j.Config().Retention - ingest.LegacyMarkerSlack - time.Hour).UnixMilli()
+		if err := rdb.Set(ctx, in.BodyMarksEpoch(), fmt.Sprint(past), 0).Err(); err != nil {
+			t.Fatal(err)
+		}
+		d4 := withBody(withGUID(d, "g4"), append([]byte("  "), d.Body...))
+		if err := rdb.Set(ctx, in.StoredBodyMarker(ingest.BodyMark(&d4)), "1", time.Hour).Err(); err != nil {
+			t.Fatal(err)
+		}
+		late := ingest.New(rdb, j)
+		d5 := withGUID(d, "g5")
+		if got, err := late.CommitDelivery(ctx, &d5); err != nil || got != ingest.DuplicateBody {
+			t.Fatalf("first commit of a process (it has not heard the epoch) of the body main's code marked: %v %v, want DuplicateBody", got, err)
+		}
+		if got, err := late.CommitDelivery(ctx, &d4); err != nil || got != ingest.Committed {
+			t.Fatalf("a body marked by main's code past the epoch's retention and a day: %v %v, want Committed", got, err)
 		}
 	})
 }

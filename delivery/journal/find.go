@@ -2,11 +2,7 @@ package journal
 
 import (
 	"context"
-	"errors"
 	"fmt"
-	"time"
-
-	"github.com/redis/go-redis/v9"
 
 	"github.com/wakegate/wakegate/providers/event"
 )
@@ -14,24 +10,15 @@ import (
 // Find returns the retained events journaled as (source, id), whatever
 // their subject: an operator names an event by its CloudEvents identity,
 // but its dedup marker lives in the shard of a subject the operator may not
-// know. It reads the markers of every shard in one pipeline, then the
-// entries found. An event normally has one; an agent that pushed one id
+// know. It looks the marker up in every shard (one script call each), then
+// reads the entries found. An event normally has one; an agent that pushed one id
 // about two subjects landing in two shards has two. A marker whose entry
 // the journal has trimmed (by size, before the marker expired) yields
 // nothing. Events come back in shard order, seq set.
 func (j *Journal) Find(ctx context.Context, source, id string) ([]*event.Event, error) {
-	pipe := j.rdb.Pipeline()
-	now := time.Now()
-	cmds := make([]func() (string, error), j.cfg.Shards)
-	for s := range j.cfg.Shards {
-		cmds[s] = j.lookupCmds(ctx, pipe, s, source, id, now)
-	}
-	if _, err := pipe.Exec(ctx); err != nil && !errors.Is(err, redis.Nil) {
-		return nil, fmt.Errorf("journal find %s: %w", id, err)
-	}
 	var out []*event.Event
-	for s, cmd := range cmds {
-		sid, err := cmd()
+	for s := range j.cfg.Shards {
+		sid, err := j.lookup(ctx, s, source, id)
 		if err != nil {
 			return nil, fmt.Errorf("journal find %s: %w", id, err)
 		}

@@ -18,8 +18,8 @@ import (
 	"fmt"
 	"hash/fnv"
 	"log/slog"
+	"math/bits"
 	"strconv"
-	"strings"
 	"sync"
 	"time"
 
@@ -124,89 +124,88 @@ func (j *Journal) Keys(shard int) keyspace.Shard { return keyspace.JournalShard(
 // StreamKey is the stream of a shard.
 func (j *Journal) StreamKey(shard int) string { return j.Keys(shard).Journal() }
 
-// LegacyDedupKey is (source, id)'s dedup marker as the previous version
-// wrote it, one key each (wg_eid): honoured until it expires.
+// LegacyDedupKey is (source, id)'s dedup marker as the version before the
+// period hashes wrote it, one key each (wg_eid): honoured until it expires.
 func (j *Journal) LegacyDedupKey(shard int, source, id string) string {
 	return j.Keys(shard).Eid(source, id)
 }
 
-// period is how long one hash of dedup markers takes appends: half the
+// period is how long one period of dedup markers takes appends: half the
 // retention, whole seconds (wg_config).
 func (j *Journal) period() int64 {
 	ttl := int64(j.cfg.Retention / time.Second)
 	return max((ttl+1)/2, 1)
 }
 
-// marker is where (source, id)'s dedup marker of a period is: its hash
-// and field (docs/design.md §2 "The dedup window"; wg_key, wg_markers).
-type marker struct {
-	start int64 // the period's start, Unix seconds
-	key   string
-}
-
-// markers lists the hashes (source, id)'s marker may be in at now, newest
-// first, with its field: the 3 periods Lua reads, one more on each side
-// for a clock of this process that differs from Redis's.
-func (j *Journal) markers(shard int, source, id string, now time.Time) ([]marker, string) {
+// MarkerMember is the hex sha1 of (source, id), its member in the
+// shard's marker set (docs/design.md §2 "The dedup window"; wg_key,
+// wg_mk_member) and the member's number.
+func MarkerMember(source, id string) (hexSum, member string, m uint64) {
 	sum := sha1.Sum([]byte(source + "\x00" + id))
-	h := hex.EncodeToString(sum[:11])
-	p := j.period()
-	cur := now.Unix() - now.Unix()%p
-	out := make([]marker, 0, 5)
-	for k := int64(-1); k <= 3; k++ {
-		start := cur - k*p
-		out = append(out, marker{start, j.Keys(shard).Markers(start, h[:2])})
-	}
-	return out, h[2:22]
+	h := hex.EncodeToString(sum[:])
+	m, _ = strconv.ParseUint(h[7:20], 16, 64)
+	return h, strconv.FormatUint(m, 10), m
 }
 
-// markerSID is the stream id a marker's value names (wg_append).
-func markerSID(start int64, v string) string {
-	if strings.Contains(v, "-") {
-		return v
+// MarkFill and BodyMarkFill are the markers a bucket of a period holds on
+// average (marks.lua's WG_MK_FILL_HASH and WG_MK_FILL_SET): the journal's
+// hashes and the ingest's sets.
+const (
+	MarkFill     = 32
+	BodyMarkFill = 128
+)
+
+// LinearBucket is the bucket of member number m in a period holding n
+// markers, fill a bucket on average: linear hashing over
+// B = 1 + n/fill buckets (marks.lua's wg_mk_bucket; docs/design.md §2).
+func LinearBucket(m uint64, n, fill int64) int64 {
+	B := uint64(1 + n/fill)
+	p := uint64(1) << (bits.Len64(B) - 1)
+	b := m % p
+	if b < B-p {
+		b = m % (2 * p)
 	}
-	d, err := strconv.ParseInt(v, 10, 64)
-	if err != nil {
-		return ""
-	}
-	return strconv.FormatInt(start*1000+d, 10) + "-0"
+	return int64(b)
 }
 
-// lookupCmds queues the reads of (source, id)'s markers in shard.
-func (j *Journal) lookupCmds(ctx context.Context, pipe redis.Pipeliner, shard int, source, id string, now time.Time) func() (string, error) {
-	ms, field := j.markers(shard, source, id, now)
-	cmds := make([]*redis.StringCmd, len(ms))
-	for i, m := range ms {
-		cmds[i] = pipe.HGet(ctx, m.key, field)
-	}
-	legacy := pipe.Get(ctx, j.LegacyDedupKey(shard, source, id))
-	return func() (string, error) {
-		for i, c := range append(cmds, legacy) {
-			v, err := c.Result()
-			if errors.Is(err, redis.Nil) {
-				continue
-			}
-			if err != nil {
-				return "", err
-			}
-			if i == len(cmds) {
-				return v, nil
-			}
-			if sid := markerSID(ms[i].start, v); sid != "" {
-				return sid, nil
-			}
-		}
+// seenLua answers (source, id)'s stream id: see seen.lua.
+//
+//go:embed seen.lua
+var seenLua string
+
+var seenScript = keyspace.NewScript("delivery/journal/seen.lua", marksLua, journalLua, seenLua)
+
+// lookup answers the stream id (source, id) was journaled under in shard
+// while its marker lives, else "" (the same lookup as an append's).
+func (j *Journal) lookup(ctx context.Context, shard int, source, id string) (string, error) {
+	args := append(j.AppendArgs(), j.Tag(shard), source, id)
+	v, err := seenScript.Run(ctx, j.rdb, []string{j.StreamKey(shard)}, args...).Text()
+	if errors.Is(err, redis.Nil) {
 		return "", nil
 	}
+	return v, err
 }
 
 // ForgetMarker deletes (source, id)'s dedup marker in shard, for tests
-// that lose an entry on purpose.
+// that lose an entry on purpose: from its bucket in each period that may
+// hold it (one more on each side for this process's clock), from the
+// previous version's hashes, and the key of the version before.
 func (j *Journal) ForgetMarker(ctx context.Context, shard int, source, id string) error {
-	ms, field := j.markers(shard, source, id, time.Now())
+	h, member, m := MarkerMember(source, id)
+	p := j.period()
+	now := time.Now().Unix()
+	cur := now - now%p
+	ks := j.Keys(shard)
 	pipe := j.rdb.Pipeline()
-	for _, m := range ms {
-		pipe.HDel(ctx, m.key, field)
+	for k := int64(-1); k <= 3; k++ {
+		start := cur - k*p
+		n, err := j.rdb.Get(ctx, ks.Marks().Count(start)).Int64()
+		if err == nil {
+			pipe.HDel(ctx, ks.Marks().Bucket(start, LinearBucket(m, n, MarkFill)), member)
+		} else if !errors.Is(err, redis.Nil) {
+			return err
+		}
+		pipe.HDel(ctx, ks.Markers(start, h[:2]), h[2:22])
 	}
 	pipe.Del(ctx, j.LegacyDedupKey(shard, source, id))
 	_, err := pipe.Exec(ctx)
@@ -229,17 +228,26 @@ func (j *Journal) AppendArgs() []any {
 }
 
 // AppendLua defines wg_config, wg_append and wg_terminal (journal.lua
-// documents them), included first by every script that journals.
-//
+// documents them), included first by every script that journals:
+// marks.lua, then journal.lua.
+var AppendLua = keyspace.Join(marksLua, journalLua)
+
 //go:embed journal.lua
-var AppendLua string
+var journalLua string
+
+// MarksLua defines the period sets of markers (marks.lua documents them):
+// the journal's dedup markers and the ingest's body markers.
+var MarksLua = marksLua
+
+//go:embed marks.lua
+var marksLua string
 
 // appendLua journals one event idempotently: see append.lua.
 //
 //go:embed append.lua
 var appendLua string
 
-var appendScript = keyspace.NewScript("delivery/journal/append.lua", AppendLua, appendLua)
+var appendScript = keyspace.NewScript("delivery/journal/append.lua", marksLua, journalLua, appendLua)
 
 // Append journals e once per (source, id) and returns its seq and whether
 // this call appended it. e.Seq is ignored; e is not modified.

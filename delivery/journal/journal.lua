@@ -1,6 +1,7 @@
 -- journal.lua: the journal's shared functions (docs/design.md §2 ids and
 -- idempotence, §14 journal shards), included at the top of every script
--- that journals (append.lua, the PR tracker's scripts, the agent commit).
+-- that journals (append.lua, the PR tracker's scripts, the agent commit),
+-- after marks.lua (journal.AppendLua is the two).
 -- The script must call wg_config(ttl, maxlen, notify_prefix) with the
 -- three values of Journal.AppendArgs first.
 --
@@ -23,120 +24,166 @@
 --       §14 "Journal entries"; journal.decode reads it back.
 --
 --   wg_eid(tag, source, id)
---     → the key of (source, id)'s dedup marker as the previous version
---       wrote it (keyspace.Shard.Eid): still honoured until it expires.
+--     → the key of (source, id)'s dedup marker as the version before the
+--       period hashes wrote it (keyspace.Shard.Eid): still honoured until
+--       it expires.
 --
 --   wg_terminal(tag, ws, subject, type, time, summary, sid)
 --     records the compact terminal record of a subject (docs/design.md §3
 --     DeathWatch) in "<tag>:term:<ws>:<subject>", kept 30 days: callers
 --     call it after appending a terminal event.
 --
--- Dedup markers (docs/design.md §2, "The dedup window"): with h the hex
--- sha1(source NUL id), the marker of (source, id) is field h[3..22] (80
--- bits, 20 bytes: no binary conversion in Lua) of the hash
--- "<tag>:em:<start>:<h[1..2]>" (keyspace.Shard.Markers): start is the
--- period (ceil(ttl / 2) seconds, Redis's clock) the append fell in (256
--- hashes per period and shard, so none grows huge);
--- the hash expires at start + period + ttl. Its value is the stream id,
--- as the milliseconds after start when its sequence is 0, else whole.
--- A lookup reads the 3 hashes whose period may still be kept, then the
--- previous version's key "<tag>:eid:<sha1 hex>" while the shard may hold
--- such keys (wg_legacy).
+-- Dedup markers (docs/design.md §2, "The dedup window"): the marker of
+-- (source, id), h its hex sha1(source NUL id), is h's member (marks.lua:
+-- h[8..20] as an integer) in the marker set "<tag>:lh" of the shard, in
+-- hashes per period of ceil(ttl / 2) seconds (Redis's clock) grown by
+-- linear hashing: its value the stream id, when its sequence is 0 as
+-- check · 10^9 + the milliseconds after the period's start (decimal
+-- digits, an integer Redis keeps in 8 bytes), check being h[21..28] (32
+-- bits the member does not have), else the whole id. A lookup reads the
+-- counts of the 3 periods that may still be kept and the shard's two
+-- marker epochs (one MGET per call and shard), one bucket per period
+-- (marks.lua), then, while the epoch "<tag>:lhepoch" says they may be
+-- there (wg_legacy), the previous version's hashes
+-- "<tag>:em:<start>:<h[1..2]>" (field h[3..22]) of the same 3 periods,
+-- and the version's before that key "<tag>:eid:<sha1 hex>" (gated by
+-- "<tag>:emepoch" as it was). What one call found or wrote is remembered
+-- for the rest of the call (a commit that checks wg_seen, then appends,
+-- looks once).
 --
 -- Keys it touches are all under tag, the shard's hash tag: "<tag>:journal",
--- "<tag>:em:<start>:<xx>", "<tag>:eid:<sha1>" (read), "<tag>:emepoch" and
--- "<tag>:term:<ws>:<subject>". Callers list "<tag>:journal" in KEYS so the
--- script is routed to its slot. It publishes the tag on
--- "<notify_prefix><ws>", once per workspace and shard.
+-- "<tag>:lh:<start>[:<b>]", "<tag>:em:<start>:<xx>" and "<tag>:eid:<sha1>"
+-- (read), "<tag>:lhepoch", "<tag>:emepoch" and "<tag>:term:<ws>:<subject>".
+-- Callers list "<tag>:journal" in KEYS so the script is routed to its
+-- slot. It publishes the tag on "<notify_prefix><ws>", once per workspace
+-- and shard.
 
 local wg_ttl, wg_maxlen, wg_notify, wg_period, wg_now
 local wg_published = {}
-local wg_expiring = {} -- marker hashes this call gave their expiry
+local wg_known = {} -- tag NUL hex → the stream id found or written this call, false: none
 local function wg_config(ttl, maxlen, notify)
   wg_ttl = tonumber(ttl); wg_maxlen = tonumber(maxlen); wg_notify = notify
   wg_period = math.ceil(wg_ttl / 2)
 end
--- wg_eid is the previous version's marker of (source, id) in the shard of
--- tag (keyspace.Shard.Eid builds the same name).
+-- wg_eid is the marker of (source, id) two versions back, one key each
+-- (keyspace.Shard.Eid builds the same name).
 local function wg_eid(tag, source, id)
   return tag .. ':eid:' .. redis.sha1hex(source .. '\0' .. id)
 end
--- wg_markers is the hash of markers of period start, sub-bucket xx
--- (keyspace.Shard.Markers builds the same name).
+-- wg_markers is the previous version's hash of markers of period start,
+-- sub-bucket xx (keyspace.Shard.Markers builds the same name): read only.
 local function wg_markers(tag, start, xx)
   return tag .. ':em:' .. string.format('%d', start) .. ':' .. xx
 end
--- wg_key is where (source, id)'s marker goes or is looked for: its hex
--- sha1, the field (hex digits 3–22) and the sub-bucket (digits 1–2).
-local function wg_key(source, id)
-  local hex = redis.sha1hex(source .. '\0' .. id)
-  return hex, string.sub(hex, 3, 22), string.sub(hex, 1, 2)
-end
--- wg_start is the period of now on Redis's clock (read once per call).
-local function wg_start()
+-- wg_clock is now on Redis's clock (read once per call).
+local function wg_clock()
   if not wg_now then wg_now = tonumber(redis.call('TIME')[1]) end
-  return wg_now - wg_now % wg_period
+  return wg_now
 end
--- wg_legacy tells whether markers of the previous version may still be
--- in tag's shard (read once per call and shard): the shard's marker
--- epoch "<tag>:emepoch" (keyspace.Shard.MarkerEpoch) is when this
--- version first appended there (Unix seconds), "0" when the shard's
--- journal was empty then (no marker of before to honour); set by the
--- first lookup. They are gone a retention after it.
+-- wg_state reads, once per call and shard, the counts of the shard's
+-- marker set (seeded into marks.lua) and whether markers of the previous
+-- versions may still be there: the previous version's period hashes
+-- while the marker epoch "<tag>:lhepoch" (keyspace.Shard.MarksEpoch:
+-- when this version first looked a marker up there, Unix seconds; "0"
+-- when the shard's journal was empty then) is less than a retention old,
+-- the keys of the version before while "<tag>:emepoch"
+-- (keyspace.Shard.MarkerEpoch, set the same way by the previous version)
+-- is. A missing epoch is set here.
 local wg_legacy_of = {}
-local function wg_legacy(tag)
+local function wg_state(tag)
   local l = wg_legacy_of[tag]
   if l == nil then
-    local k = tag .. ':emepoch'
-    local epoch = redis.call('GET', k)
-    if not epoch then
-      wg_start()
-      epoch = '0'
-      if redis.call('XLEN', tag .. ':journal') > 0 then epoch = string.format('%d', wg_now) end
-      redis.call('SET', k, epoch)
+    local now = wg_clock()
+    local cur = now - now % wg_period
+    local base = tag .. ':lh'
+    local ks = { tag .. ':lhepoch', tag .. ':emepoch' }
+    local got = redis.call('MGET', ks[1], ks[2], base .. ':' .. string.format('%d', cur),
+      base .. ':' .. string.format('%d', cur - wg_period), base .. ':' .. string.format('%d', cur - 2 * wg_period))
+    wg_mk_seed(base, cur, wg_period, { got[3], got[4], got[5] })
+    local fresh
+    for i = 1, 2 do
+      if not got[i] then
+        if fresh == nil then
+          fresh = '0'
+          if redis.call('XLEN', tag .. ':journal') > 0 then fresh = string.format('%d', now) end
+        end
+        got[i] = fresh
+        redis.call('SET', ks[i], fresh)
+      end
     end
-    epoch = tonumber(epoch) or 0
-    wg_start()
-    l = epoch > 0 and wg_now <= epoch + wg_ttl
+    local em, eid = tonumber(got[1]) or 0, tonumber(got[2]) or 0
+    l = { em = em > 0 and now <= em + wg_ttl, eid = eid > 0 and now <= eid + wg_ttl }
     wg_legacy_of[tag] = l
   end
   return l
 end
-local function wg_find(tag, hex, f, xx)
-  local cur = wg_start()
-  for k = 0, 2 do
-    local start = cur - k * wg_period
-    local v = redis.call('HGET', wg_markers(tag, start, xx), f)
-    if v then
-      if string.find(v, '-', 1, true) then return v end
-      return string.format('%d-0', start * 1000 + tonumber(v))
+-- wg_key is where (source, id)'s marker goes or is looked for: its hex
+-- sha1, its member (marks.lua) and the member's number.
+local function wg_key(source, id)
+  local hex = redis.sha1hex(source .. '\0' .. id)
+  local f, m = wg_mk_member(hex)
+  return hex, f, m
+end
+-- wg_check is the 32 bits of h a marker's value carries (h[21..28]).
+local function wg_check(hex) return tonumber(string.sub(hex, 21, 28), 16) end
+-- wg_sid is the stream id a marker's value v of the period starting at
+-- start names for hex, nil when its check is another's.
+local function wg_sid(v, start, hex)
+  if string.find(v, '-', 1, true) then return v end
+  local check, ms = 0, v
+  if #v > 9 then check, ms = tonumber(string.sub(v, 1, -10)), string.sub(v, -9) end
+  if check ~= wg_check(hex) then return nil end
+  return string.format('%d-0', start * 1000 + tonumber(ms))
+end
+local function wg_find(tag, hex, f, m)
+  local memo = tag .. '\0' .. hex
+  local known = wg_known[memo]
+  if known ~= nil then return known or nil end
+  local now = wg_clock()
+  local l = wg_state(tag)
+  local v, start = wg_mk_find(tag .. ':lh', false, now, wg_period, f, m)
+  local sid
+  if v then sid = wg_sid(v, start, hex) end
+  if not sid then
+    if l.em then
+      local cur = now - now % wg_period
+      local old, xx = string.sub(hex, 3, 22), string.sub(hex, 1, 2)
+      for k = 0, 2 do
+        local s = cur - k * wg_period
+        local w = redis.call('HGET', wg_markers(tag, s, xx), old)
+        if w then
+          if string.find(w, '-', 1, true) then sid = w else sid = string.format('%d-0', s * 1000 + tonumber(w)) end
+          break
+        end
+      end
     end
+    if not sid and l.eid then sid = redis.call('GET', tag .. ':eid:' .. hex) or nil end
   end
-  if not wg_legacy(tag) then return nil end
-  return redis.call('GET', tag .. ':eid:' .. hex) or nil
+  wg_known[memo] = sid or false
+  return sid
 end
 local function wg_seen(tag, source, id)
   return wg_find(tag, wg_key(source, id))
 end
 local function wg_append(tag, ev, ws, source, id, fresh)
-  local hex, f, xx = wg_key(source, id)
+  local hex, f, m = wg_key(source, id)
   if not fresh then
-    local got = wg_find(tag, hex, f, xx)
+    local got = wg_find(tag, hex, f, m)
     if got then return got, 0 end
   end
   local sid = redis.call('XADD', tag .. ':journal', 'MAXLEN', '~', wg_maxlen, '*', 'e', ev, 'w', ws)
-  local start = wg_start()
-  local mk = wg_markers(tag, start, xx)
+  local now = wg_clock()
+  local start = now - now % wg_period
   local v = sid
   if string.sub(sid, -2) == '-0' then
     local d = tonumber(string.sub(sid, 1, -3)) - start * 1000
-    if d >= 0 then v = string.format('%d', d) end
+    if d >= 0 and d < 1000000000 then
+      local check = wg_check(hex)
+      if check == 0 then v = string.format('%d', d) else v = string.format('%d%09d', check, d) end
+    end
   end
-  redis.call('HSET', mk, f, v)
-  if not wg_expiring[mk] then
-    wg_expiring[mk] = true
-    redis.call('EXPIREAT', mk, start + wg_period + wg_ttl, 'NX')
-  end
+  wg_mk_put(tag .. ':lh', false, now, wg_period, wg_ttl, f, m, v)
+  wg_known[tag .. '\0' .. hex] = sid
   -- One message per (workspace, shard) per script call: subscribers
   -- receive it only once the script has ended, so it announces every
   -- entry this call appends there (a batch appends hundreds).

@@ -11,7 +11,6 @@ import (
 	"sort"
 	"strconv"
 	"strings"
-	"time"
 	"unsafe"
 
 	"github.com/redis/go-redis/v9"
@@ -272,12 +271,7 @@ func (j *Journal) Get(ctx context.Context, seq string) (*event.Event, error) {
 // Lookup returns the seq under which (source, id) was journaled, or "".
 func (j *Journal) Lookup(ctx context.Context, workspace, subject, source, id string) (string, error) {
 	shard := j.ShardOf(workspace, subject)
-	pipe := j.rdb.Pipeline()
-	res := j.lookupCmds(ctx, pipe, shard, source, id, time.Now())
-	if _, err := pipe.Exec(ctx); err != nil && !errors.Is(err, redis.Nil) {
-		return "", fmt.Errorf("journal lookup: %w", err)
-	}
-	sid, err := res()
+	sid, err := j.lookup(ctx, shard, source, id)
 	if err != nil {
 		return "", fmt.Errorf("journal lookup: %w", err)
 	}

@@ -9,10 +9,14 @@ func TestKeyStrings(t *testing.T) {
 	j := JournalShard("", 7)
 	in := Ingest("p", 3)
 	for got, want := range map[string]string{
-		j.Journal():                                          "wg:{j7}:journal",
-		j.Eid("s", "i"):                                      "wg:{j7}:eid:592fbc470baa6b3a971abfd043f9199cfa0d6071",
-		j.Markers(1796428800, "59"):                          "wg:{j7}:em:1796428800:59",
-		j.MarkerEpoch():                                      "wg:{j7}:emepoch",
+		j.Journal():                 "wg:{j7}:journal",
+		j.Eid("s", "i"):             "wg:{j7}:eid:592fbc470baa6b3a971abfd043f9199cfa0d6071",
+		j.Markers(1796428800, "59"): "wg:{j7}:em:1796428800:59",
+		j.MarkerEpoch():             "wg:{j7}:emepoch",
+		j.Marks().Count(1796428800) + j.MarksEpoch():         "wg:{j7}:lh:1796428800wg:{j7}:lhepoch",
+		j.Marks().Bucket(1796428800, 0):                      "wg:{j7}:lh:1796428800:0",
+		j.Marks().Bucket(1796428800, 37):                     "wg:{j7}:lh:1796428800:37",
+		in.BodyMarks().Bucket(60, 12) + in.BodyMarksEpoch():  "p:{in3}:lb:60:12p:{in3}:lbepoch",
 		j.RedeliveryClaim("s", "i"):                          "wg:{j7}:eid:592fbc470baa6b3a971abfd043f9199cfa0d6071:claim",
 		j.Term("ws", "pr:o/r#1"):                             "wg:{j7}:term:ws:pr:o/r#1",
 		j.Lease() + j.Epoch():                                "wg:{j7}:leasewg:{j7}:epoch",

@@ -35,9 +35,10 @@ func (s Shard) Eid(source, id string) string {
 	return string(s) + ":eid:" + hex.EncodeToString(sum[:])
 }
 
-// Markers is the hash of the dedup markers of (source, id)s appended in
-// the period starting at start (Unix seconds) whose hex sha1 begins with
-// xx (two digits): wg_markers, docs/design.md §2 "The dedup window".
+// Markers is the previous version's hash of the dedup markers of (source,
+// id)s appended in the period starting at start (Unix seconds) whose hex
+// sha1 begins with xx (two digits): wg_markers, read while MarksEpoch says
+// they may be there (docs/design.md §2 "The dedup window").
 func (s Shard) Markers(start int64, xx string) string {
 	return string(s) + ":em:" + strconv.FormatInt(start, 10) + ":" + xx
 }
@@ -46,6 +47,30 @@ func (s Shard) Markers(start int64, xx string) string {
 // markers (Unix seconds; "0": its journal was empty, no Eid marker to
 // honour): wg_legacy stops reading Eid markers a retention after it.
 func (s Shard) MarkerEpoch() string { return string(s) + ":emepoch" }
+
+// Marks is the shard's set of dedup markers (delivery/journal/marks.lua,
+// docs/design.md §2 "The dedup window").
+func (s Shard) Marks() MarkSet { return MarkSet(string(s) + ":lh") }
+
+// MarksEpoch holds when the shard's first lookup of a Marks marker was
+// (Unix seconds; "0": its journal was empty, no Markers hash to honour):
+// wg_state stops reading Markers hashes a retention after it.
+func (s Shard) MarksEpoch() string { return string(s) + ":lhepoch" }
+
+// MarkSet is a set of markers kept by period in buckets grown by linear
+// hashing (delivery/journal/marks.lua: wg_mk_key builds the same names),
+// named by its base key.
+type MarkSet string
+
+// Count is the string counting the markers of the period starting at
+// start (Unix seconds).
+func (m MarkSet) Count(start int64) string { return string(m) + ":" + strconv.FormatInt(start, 10) }
+
+// Bucket is bucket b of the period starting at start: a hash (set) of
+// markers.
+func (m MarkSet) Bucket(start, b int64) string {
+	return m.Count(start) + ":" + strconv.FormatInt(b, 10)
+}
 
 // Term is the terminal record of a subject (wg_terminal).
 func (s Shard) Term(workspace, subject string) string {
@@ -127,12 +152,24 @@ func (s IngestShard) BodyMarker(sum16Hex string) string { return string(s) + ":b
 
 // StoredBodyMarker is the marker of a delivery's body by its stored form
 // (docs/design.md §14: the hash of the repository, the objects' hashes,
-// where they go and the rest, so that the body is hashed once).
+// where they go and the rest, so that the body is hashed once) as the
+// previous version wrote it, one key each: read while BodyMarksEpoch says
+// one may be there.
 func (s IngestShard) StoredBodyMarker(sum16Hex string) string { return string(s) + ":bs:" + sum16Hex }
 
 // MarkerEpoch holds when the shard's commits began writing stored-form
 // body markers (unix ms; "0": no marker of before to honour).
 func (s IngestShard) MarkerEpoch() string { return string(s) + ":bsepoch" }
+
+// BodyMarks is the shard's set of body markers (docs/design.md §14; the
+// period sets of delivery/journal/marks.lua): StoredBodyMarker keys are
+// no longer written.
+func (s IngestShard) BodyMarks() MarkSet { return MarkSet(string(s) + ":lb") }
+
+// BodyMarksEpoch holds when the shard's commits began writing BodyMarks
+// (unix ms; "0": the shard's stream had no record, no StoredBodyMarker to
+// honour).
+func (s IngestShard) BodyMarksEpoch() string { return string(s) + ":lbepoch" }
 
 // Object is a shared sub-object raw records reference, by its hash.
 func (s IngestShard) Object(sumHex string) string { return string(s) + ":obj:" + sumHex }

@@ -78,17 +78,19 @@ func TestMemoryBudget(t *testing.T) {
 	if c := derived.cats["obj"]; c != nil {
 		shared = float64(c.bytes) / memDeliveries
 	}
-	rawCost := derived.mean("raw") + derived.mean("bs") + shared + kept
-	rawWithOverhead := rawCost + 2*ttlKeyOverhead
-	ghEntry := perEntry(derived, "journal") + derived.mean("eid")
-	ghWithOverhead := ghEntry + ttlKeyOverhead
+	bodyMarker := share(derived, "bk", memDeliveries) // the period sets of body markers (docs/design.md §14)
+	rawCost := derived.mean("raw") + bodyMarker + shared + kept
+	rawWithOverhead := rawCost + ttlKeyOverhead                       // the raw record's key; the markers have none of their own
+	ghMarker := share(derived, "mk", derived.cats["journal"].entries) // the period sets of dedup markers (§2)
+	ghEntry := perEntry(derived, "journal") + ghMarker
+	ghWithOverhead := ghEntry // the marker has no key of its own
 	t.Logf("after %d deliveries committed:\n%s", memDeliveries, raw)
 	t.Logf("after they were derived:\n%s", derived)
 	t.Logf("raw delivery: raw %.0f + body marker %.0f + shared objects %.0f + ingest stream %.0f = %.0f B (with %d B/key untracked TTL overhead: %.0f B; budget %d B); body %d B, %.1fx smaller; until derived, its ingest entry (with the fact) %.0f B",
-		derived.mean("raw"), derived.mean("bs"), shared, kept, rawCost, ttlKeyOverhead, rawWithOverhead, rawBudget,
+		derived.mean("raw"), bodyMarker, shared, kept, rawCost, ttlKeyOverhead, rawWithOverhead, rawBudget,
 		len(p.body(1)), float64(len(p.body(1)))/rawWithOverhead, ingestEntry)
 	t.Logf("GitHub journal entry: %.0f B in the stream (%d entries for %d deliveries) + marker %.0f = %.0f B (with overhead %.0f B; budget %d B); tracker state %.0f B per PR",
-		perEntry(derived, "journal"), derived.cats["journal"].entries, memDeliveries, derived.mean("eid"), ghEntry, ghWithOverhead, entryBudget,
+		perEntry(derived, "journal"), derived.cats["journal"].entries, memDeliveries, ghMarker, ghEntry, ghWithOverhead, entryBudget,
 		float64(derived.cats["pr"].bytes)/memDeliveries)
 
 	// Agent events, pushed through the gateway's own handler.
@@ -105,11 +107,12 @@ func TestMemoryBudget(t *testing.T) {
 		return nil
 	})
 	pushed := measure(ctx, t, ag.rdb, ag.prefix)
-	agEntry := perEntry(pushed, "journal") + pushed.mean("eid")
-	agWithOverhead := agEntry + ttlKeyOverhead
+	agMarker := share(pushed, "mk", pushed.cats["journal"].entries)
+	agEntry := perEntry(pushed, "journal") + agMarker
+	agWithOverhead := agEntry
 	t.Logf("after %d agent events pushed:\n%s", memDeliveries, pushed)
 	t.Logf("agent journal entry: %.0f B in the stream + marker %.0f = %.0f B (with overhead %.0f B; budget %d B)",
-		perEntry(pushed, "journal"), pushed.mean("eid"), agEntry, agWithOverhead, entryBudget)
+		perEntry(pushed, "journal"), agMarker, agEntry, agWithOverhead, entryBudget)
 
 	// The budgets are asserted on what MEMORY USAGE reports for every key
 	// the item costs (not only the raw record); the figures with the
@@ -192,6 +195,16 @@ func (u usage) mean(cat string) float64 {
 		return 0
 	}
 	return float64(c.bytes) / float64(c.keys)
+}
+
+// share is a category's bytes per item, n items sharing its keys (the
+// markers of a period set).
+func share[N int | int64](u usage, cat string, n N) float64 {
+	c := u.cats[cat]
+	if c == nil || n == 0 {
+		return 0
+	}
+	return float64(c.bytes) / float64(n)
 }
 
 // perEntry is a stream category's bytes per entry.
