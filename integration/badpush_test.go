@@ -199,7 +199,7 @@ func TestBadPushes(t *testing.T) {
 		// marker and its period's count, the shard's marker epochs set by
 		// its first lookup), and only by wakegate.link_conflict.
 		for _, k := range changed(before, s.state(t)) {
-			if !strings.HasSuffix(k, ":journal") && !strings.Contains(k, ":mk:") && !strings.HasSuffix(k, ":mkepoch") && !strings.HasSuffix(k, ":emepoch") {
+			if !strings.HasSuffix(k, ":journal") && !strings.Contains(k, ":lh:") && !strings.HasSuffix(k, ":lhepoch") && !strings.HasSuffix(k, ":emepoch") {
 				t.Errorf("the refused claim changed %s", k)
 			}
 		}

@@ -25,8 +25,8 @@
 -- ARGV[12] the objects' ttl seconds (the retention and a day),
 -- ARGV[13] the shard's body marks "<in>:lb" (its keys are built from it:
 -- the count "<in>:lb:<start>" and the buckets "<in>:lb:<start>:<b>"),
--- ARGV[14] the body marker's member: hex digits 8–20 of the body's hash
--- (KEYS[2]'s 16 digits) as a decimal integer,
+-- ARGV[14] the body marker's member: the first 63 bits of the body's hash
+-- (KEYS[2]'s) as a decimal integer,
 -- ARGV[15..14+n] each object's stored value (stored, or its TTL
 -- refreshed if it is there), "+" where the caller believes it is stored
 -- (its TTL is refreshed), or "" where the caller gave it its TTL lately
@@ -74,11 +74,10 @@ if not epoch or not bkepoch then
   end
 end
 local member = ARGV[14]
-local m = tonumber(member)
 if ARGV[3] ~= '1' then
   if seen[3] then return {1, '', epoch, bkepoch} end
   if seen[4] or seen[5] or seen[6] then return {2, '', epoch, bkepoch} end
-  if wg_mk_find(base, true, now, period, member, m) then return {2, '', epoch, bkepoch} end
+  if wg_mk_find(base, true, now, period, member) then return {2, '', epoch, bkepoch} end
 end
 -- The shared objects (docs/design.md §14): each one the record references
 -- is stored, or no record is written. An object outlives every record that
@@ -121,5 +120,5 @@ if ARGV[6] == '1' and ARGV[8] ~= '' then
 elseif ARGV[6] == '1' then
   id = redis.call('XADD', KEYS[4], 'MAXLEN', '~', ARGV[7], '*', 'g', ARGV[4], 'h', ARGV[5], 'r', ARGV[3])
 end
-wg_mk_put(base, true, now, period, ttl, member, m)
+wg_mk_put(base, true, now, period, ttl, member)
 return {0, id, epoch, bkepoch}

@@ -6,6 +6,7 @@ import (
 	"encoding/binary"
 	"encoding/hex"
 	"encoding/json"
+	"strconv"
 	"time"
 
 	"github.com/klauspost/compress/zstd"
@@ -157,6 +158,17 @@ func BodyMark(d *Delivery) string {
 		panic(err)
 	}
 	return hex.EncodeToString(mark[:])
+}
+
+// BodyMarkNumber is the member of d's body marker in the shard's body
+// marks (BodyMarkMember), as a number.
+func BodyMarkNumber(d *Delivery) uint64 {
+	_, _, mark, err := encodeRaw(d, nil)
+	if err != nil {
+		panic(err)
+	}
+	m, _ := strconv.ParseUint(BodyMarkMember(mark[:]), 10, 64)
+	return m
 }
 
 // LegacyBodyMarkers reports whether a commit into shard now reads the

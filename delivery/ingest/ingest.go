@@ -14,6 +14,7 @@ import (
 	"context"
 	"crypto/sha256"
 	_ "embed"
+	"encoding/binary"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
@@ -152,7 +153,7 @@ func (s *Store) CommitDelivery(ctx context.Context, d *Delivery) (Outcome, error
 	args[0], args[1], args[2], args[3], args[4] = int64(cfg.Retention/time.Second), rec, replay, d.GUID, d.Hook
 	args[5], args[6], args[7], args[8], args[9] = derive, maxLen(cfg), fact, d.Workspace, len(objs)
 	args[10], args[11] = now, int64((cfg.Retention+objectSlack)/time.Second)
-	args[12], args[13] = string(in.BodyMarks()), BodyMarkMember(markHex)
+	args[12], args[13] = string(in.BodyMarks()), BodyMarkMember(mark[:])
 	at := sinceEpoch()
 	refreshed := make([]bool, len(objs)) // this commit gives object i its TTL
 	for i, o := range objs {
@@ -215,12 +216,11 @@ const (
 	objectRefresh = 12 * time.Hour
 )
 
-// BodyMarkMember is the member of the body marker named by the body hash's
-// hex digits (docs/design.md §14): digits 8–20 as a decimal integer, as
-// journal.MarkerMember's (delivery/journal/marks.lua).
-func BodyMarkMember(markHex string) string {
-	m, _ := strconv.ParseUint(markHex[7:20], 16, 64)
-	return strconv.FormatUint(m, 10)
+// BodyMarkMember is the member of the body marker named by the body hash
+// mark (docs/design.md §14; delivery/journal/marks.lua): its first 63
+// bits, in decimal.
+func BodyMarkMember(mark []byte) string {
+	return strconv.FormatUint(binary.BigEndian.Uint64(mark)>>1, 10)
 }
 
 // legacyMarkers reports whether body markers written before the

@@ -19,6 +19,7 @@ import (
 
 	"github.com/wakegate/wakegate/delivery/ingest"
 	"github.com/wakegate/wakegate/delivery/journal"
+	"github.com/wakegate/wakegate/delivery/redistest"
 )
 
 // githubFixtures returns every GitHub payload example of testdata/github
@@ -392,7 +393,7 @@ func TestBodyMarksAcrossVersions(t *testing.T) {
 		}
 		period := int64(j.Config().Retention/time.Second+1) / 2
 		start := tm.Unix() - tm.Unix()%period
-		member, _ := strconv.ParseUint(mark[7:20], 16, 64)
+		member := ingest.BodyMarkNumber(&d2)
 		if ok, err := rdb.SIsMember(ctx, in.BodyMarks().Bucket(start, 0), member).Result(); err != nil || !ok {
 			t.Fatalf("the body's mark is not in its period's set: %v %v", ok, err)
 		}
@@ -421,6 +422,94 @@ func TestBodyMarksAcrossVersions(t *testing.T) {
 			t.Fatalf("a body marked by main's code past the epoch's retention and a day: %v %v, want Committed", got, err)
 		}
 	})
+}
+
+// TestBodyMarkBuckets: 3,000 bodies committed in one period grow the
+// shard's body-marker sets by linear hashing to 1 + 3,000/128 buckets,
+// every one an intset; each body is then a duplicate under a fresh GUID,
+// its member in the bucket journal.LinearBucket names, and 3,000 bodies
+// never committed are not (on real Redis: OBJECT ENCODING).
+func TestBodyMarkBuckets(t *testing.T) {
+	ctx := context.Background()
+	rdb, prefix := redistest.New(t)
+	j := journal.New(rdb, journal.Config{Prefix: prefix, Shards: 4})
+	s := ingest.New(rdb, j)
+	const n = 3000
+	d := ingest.Delivery{Event: "ping", Hook: "42", ContentType: "application/json",
+		Repo: "Codertocat/Hello-World", Workspace: "default", Received: time.Unix(1700000000, 0)}
+	body := func(i int) []byte { return []byte(`{"zen":"body ` + strconv.Itoa(i) + `"}`) }
+	for i := range n {
+		di := withBody(withGUID(d, "g"+strconv.Itoa(i)), body(i))
+		if got, err := s.CommitDelivery(ctx, &di); err != nil || got != ingest.Committed {
+			t.Fatalf("commit %d: %v %v", i, got, err)
+		}
+	}
+	shard := s.ShardOf(d.Repo)
+	marks := s.Keys(shard).BodyMarks()
+	tm, err := rdb.Time(ctx).Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	period := int64(j.Config().Retention/time.Second+1) / 2
+	start := tm.Unix() - tm.Unix()%period
+	if got, _ := rdb.Get(ctx, marks.Count(start)).Int64(); got != n {
+		t.Fatalf("the period counts %d body markers, want %d (the test straddled a period?)", got, n)
+	}
+	keys, err := rdb.Keys(ctx, marks.Count(start)+":*").Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := 1 + n/journal.BodyMarkFill; len(keys) != want {
+		t.Errorf("%d buckets, want %d", len(keys), want)
+	}
+	members := 0
+	for _, k := range keys {
+		size := rdb.SCard(ctx, k).Val()
+		members += int(size) - 1 // the sentinel
+		if enc, _ := rdb.ObjectEncoding(ctx, k).Result(); enc != "intset" {
+			t.Errorf("%s is a %s (%d members)", k, enc, size)
+		}
+	}
+	if members != n {
+		t.Errorf("%d members in the buckets, want %d", members, n)
+	}
+	for i := range n {
+		di := withBody(withGUID(d, "again"+strconv.Itoa(i)), body(i))
+		m := ingest.BodyMarkNumber(&di)
+		if ok, _ := rdb.SIsMember(ctx, marks.Bucket(start, journal.LinearBucket(m, n, journal.BodyMarkFill)), m).Result(); !ok {
+			t.Fatalf("body %d's member is not in its bucket", i)
+		}
+	}
+	for i := range n {
+		di := withBody(withGUID(d, "again"+strconv.Itoa(i)), body(i))
+		if i%5 == 0 {
+			if got, err := s.CommitDelivery(ctx, &di); err != nil || got != ingest.DuplicateBody {
+				t.Fatalf("body %d under a fresh GUID: %v %v, want DuplicateBody", i, got, err)
+			}
+		}
+		if i%3 == 0 {
+			dn := withBody(withGUID(d, "new"+strconv.Itoa(i)), body(n+i))
+			if got, err := s.CommitDelivery(ctx, &dn); err != nil || got != ingest.Committed {
+				t.Fatalf("a body never committed: %v %v, want Committed", got, err)
+			}
+		}
+	}
+	// at 2^26 buckets the high bits of the member's 28 pick the bucket:
+	// the script's exact mod 2^28 of a 63-bit member agrees with Go's
+	const big = 128<<26 + 12345*128
+	if err := rdb.Set(ctx, marks.Count(start), big, time.Hour).Err(); err != nil {
+		t.Fatal(err)
+	}
+	for i := range 20 {
+		di := withBody(withGUID(d, "big"+strconv.Itoa(i)), body(10*n+i))
+		m := ingest.BodyMarkNumber(&di)
+		if err := rdb.SAdd(ctx, marks.Bucket(start, journal.LinearBucket(m, big, journal.BodyMarkFill)), -1, m).Err(); err != nil {
+			t.Fatal(err)
+		}
+		if got, err := s.CommitDelivery(ctx, &di); err != nil || got != ingest.DuplicateBody {
+			t.Fatalf("body %d marked in bucket %d of %d: %v %v, want DuplicateBody", i, journal.LinearBucket(m, big, journal.BodyMarkFill), 1+big/journal.BodyMarkFill, got, err)
+		}
+	}
 }
 
 // TestRawMarkerEpochFresh: a shard whose first commit finds no ingest

@@ -118,11 +118,10 @@ local function wg_state(tag)
   return l
 end
 -- wg_key is where (source, id)'s marker goes or is looked for: its hex
--- sha1, its member (marks.lua) and the member's number.
+-- sha1 and its member (marks.lua).
 local function wg_key(source, id)
   local hex = redis.sha1hex(source .. '\0' .. id)
-  local f, m = wg_mk_member(hex)
-  return hex, f, m
+  return hex, wg_mk_member(hex)
 end
 -- wg_check is the 32 bits of h a marker's value carries (h[21..28]).
 local function wg_check(hex) return tonumber(string.sub(hex, 21, 28), 16) end
@@ -135,13 +134,13 @@ local function wg_sid(v, start, hex)
   if check ~= wg_check(hex) then return nil end
   return string.format('%d-0', start * 1000 + tonumber(ms))
 end
-local function wg_find(tag, hex, f, m)
+local function wg_find(tag, hex, f)
   local memo = tag .. '\0' .. hex
   local known = wg_known[memo]
   if known ~= nil then return known or nil end
   local now = wg_clock()
   local l = wg_state(tag)
-  local v, start = wg_mk_find(tag .. ':lh', false, now, wg_period, f, m)
+  local v, start = wg_mk_find(tag .. ':lh', false, now, wg_period, f)
   local sid
   if v then sid = wg_sid(v, start, hex) end
   if not sid then
@@ -166,9 +165,9 @@ local function wg_seen(tag, source, id)
   return wg_find(tag, wg_key(source, id))
 end
 local function wg_append(tag, ev, ws, source, id, fresh)
-  local hex, f, m = wg_key(source, id)
+  local hex, f = wg_key(source, id)
   if not fresh then
-    local got = wg_find(tag, hex, f, m)
+    local got = wg_find(tag, hex, f)
     if got then return got, 0 end
   end
   local sid = redis.call('XADD', tag .. ':journal', 'MAXLEN', '~', wg_maxlen, '*', 'e', ev, 'w', ws)
@@ -182,7 +181,7 @@ local function wg_append(tag, ev, ws, source, id, fresh)
       if check == 0 then v = string.format('%d', d) else v = string.format('%d%09d', check, d) end
     end
   end
-  wg_mk_put(tag .. ':lh', false, now, wg_period, wg_ttl, f, m, v)
+  wg_mk_put(tag .. ':lh', false, now, wg_period, wg_ttl, f, v)
   wg_known[tag .. '\0' .. hex] = sid
   -- One message per (workspace, shard) per script call: subscribers
   -- receive it only once the script has ended, so it announces every

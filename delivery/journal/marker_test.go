@@ -236,6 +236,7 @@ func TestDedupMarkersOfEarlierPeriods(t *testing.T) {
 			{"old-1", 2, 1, 5, "", strconv.FormatInt((cur-2*3600)*1000+5, 10) + "-0"},
 			{"old-2", 1, 1, -1, "1700000000000-3", "1700000000000-3"},
 			{"old-4", 1, 100, 7, "", strconv.FormatInt((cur-3600)*1000+7, 10) + "-0"},
+			{"old-5", 2, 32<<26 + 777*32, 11, "", strconv.FormatInt((cur-2*3600)*1000+11, 10) + "-0"}, // 2^26 buckets and more
 			{"old-3", 3, 1, 5, "", ""},
 		} {
 			e := ev("ws", "session:s", c.id)

@@ -5,10 +5,13 @@
 -- file and journal.lua) and by delivery/ingest/commit_delivery.lua.
 --
 -- A marker set is named by a base key ("<j>:lh" of a journal shard,
--- "<in>:lb" of an ingest shard). A marker is named by its member m, an
--- integer of 52 bits (hex digits 8–20 of the digest of what it marks,
--- wg_mk_member); in a set of values (the journal's) it holds a value, in
--- a plain set (the ingest's) none. The markers written in the period
+-- "<in>:lb" of an ingest shard). A marker is named by its member, a
+-- non-negative integer of up to 63 bits in decimal digits (the journal's:
+-- hex digits 8–20 of the sha1 of what it marks, wg_mk_member; the
+-- ingest's: the body hash's first 63 bits, computed by the caller); m is
+-- the member mod 2^28, computed exactly from its digits (wg_mk_h: a Lua
+-- number holds 53 bits). In a set of values (the journal's) a marker
+-- holds a value, in a plain set (the ingest's) none. The markers written in the period
 -- starting at start (Unix seconds, a multiple of the period, Redis's
 -- clock) are counted by the string "<base>:<start>" (n) and kept in
 -- B = 1 + floor(n / fill) buckets, the hashes (sets) "<base>:<start>:<b>"
@@ -27,19 +30,19 @@
 -- so it exists until the period's keys expire together, at
 -- start + period + ttl, and only its creation sets that expiry.
 --
---   wg_mk_member(hex) → the member of the marker named hex (a decimal
---     string) and its number.
+--   wg_mk_member(hex) → the journal's member of the marker named hex (a
+--     decimal string).
 --   wg_mk_seed(base, cur, period, counts) records the counts of the periods
 --     starting at cur, cur − period and cur − 2·period that the caller
 --     read itself (one MGET with its other reads): wg_mk_find reads them
 --     only when not seeded.
---   wg_mk_find(base, isset, now, period, member, m)
+--   wg_mk_find(base, isset, now, period, member)
 --     → the marker's value (true in a plain set) and the start of its
 --       period, if it is in one of the 3 periods whose keys may still be
 --       kept (now's and the two before), else nil: one MGET of the 3
 --       counts (once per call and base), then one HGET (SISMEMBER) per
 --       period that has markers.
---   wg_mk_put(base, isset, now, period, ttl, member, m, v)
+--   wg_mk_put(base, isset, now, period, ttl, member, v)
 --     writes the marker in now's period (value v in a hash).
 
 local WG_MK_FILL_HASH, WG_MK_FILL_SET = 32, 128
@@ -65,8 +68,14 @@ local function wg_mk_key(base, start, b)
   return base .. ':' .. start .. ':' .. string.format('%d', b)
 end
 local function wg_mk_member(hex)
-  local m = tonumber(string.sub(hex, 8, 20), 16)
-  return string.format('%d', m), m
+  return string.format('%d', tonumber(string.sub(hex, 8, 20), 16))
+end
+-- wg_mk_h is member x mod 2^28 (x = hi·10^15 + lo; hi·10^15 mod 2^28 is
+-- (hi·5^15 mod 2^13)·2^15, every step exact in a double).
+local function wg_mk_h(x)
+  if #x <= 15 then return tonumber(x) % 268435456 end
+  local hi, lo = tonumber(string.sub(x, 1, -16)), tonumber(string.sub(x, -15))
+  return ((hi * 30517578125) % 8192 * 32768 + lo) % 268435456
 end
 -- wg_mk_n: base NUL start → the period's count as this call knows it
 -- (false: none).
@@ -77,7 +86,8 @@ local function wg_mk_seed(base, cur, period, counts)
     wg_mk_n[base .. '\0' .. string.format('%d', cur - (k - 1) * period)] = tonumber(counts[k]) or false
   end
 end
-local function wg_mk_find(base, isset, now, period, member, m)
+local function wg_mk_find(base, isset, now, period, member)
+  local m = wg_mk_h(member)
   local cur = now - now % period
   local starts = {}
   for k = 1, 3 do starts[k] = string.format('%d', cur - (k - 1) * period) end
@@ -111,8 +121,8 @@ local function wg_mk_split(base, start, isset, B, at)
     local all = redis.call('SMEMBERS', from)
     local mv = { '-1' }
     for i = 1, #all do
-      local x = tonumber(all[i])
-      if x >= 0 and x % two >= p then mv[#mv + 1] = all[i] end
+      local x = all[i]
+      if x ~= '-1' and wg_mk_h(x) % two >= p then mv[#mv + 1] = x end
     end
     redis.call('SADD', to, unpack(mv))
     redis.call('EXPIREAT', to, at)
@@ -124,8 +134,8 @@ local function wg_mk_split(base, start, isset, B, at)
     local all = redis.call('HGETALL', from)
     local kv, del = { '-1', '0' }, {}
     for i = 1, #all, 2 do
-      local x = tonumber(all[i])
-      if x and x >= 0 and x % two >= p then
+      local x = all[i]
+      if x ~= '-1' and wg_mk_h(x) % two >= p then
         kv[#kv + 1] = all[i]; kv[#kv + 1] = all[i + 1]
         del[#del + 1] = all[i]
       end
@@ -135,7 +145,7 @@ local function wg_mk_split(base, start, isset, B, at)
     if #del > 0 then redis.call('HDEL', from, unpack(del)) end
   end
 end
-local function wg_mk_put(base, isset, now, period, ttl, member, m, v)
+local function wg_mk_put(base, isset, now, period, ttl, member, v)
   local cur = now - now % period
   local start = string.format('%d', cur)
   local at = cur + period + ttl
@@ -153,6 +163,6 @@ local function wg_mk_put(base, isset, now, period, ttl, member, m, v)
     return
   end
   if n % fill == 0 then wg_mk_split(base, start, isset, B - 1, at) end
-  key = wg_mk_key(base, start, wg_mk_bucket(m, B))
+  key = wg_mk_key(base, start, wg_mk_bucket(wg_mk_h(member), B))
   if isset then redis.call('SADD', key, member) else redis.call('HSET', key, member, v) end
 end

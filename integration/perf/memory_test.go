@@ -78,10 +78,10 @@ func TestMemoryBudget(t *testing.T) {
 	if c := derived.cats["obj"]; c != nil {
 		shared = float64(c.bytes) / memDeliveries
 	}
-	bodyMarker := share(derived, "bk", memDeliveries) // the period sets of body markers (docs/design.md §14)
+	bodyMarker := share(derived, "lb", memDeliveries) // the period sets of body markers (docs/design.md §14)
 	rawCost := derived.mean("raw") + bodyMarker + shared + kept
 	rawWithOverhead := rawCost + ttlKeyOverhead                       // the raw record's key; the markers have none of their own
-	ghMarker := share(derived, "mk", derived.cats["journal"].entries) // the period sets of dedup markers (§2)
+	ghMarker := share(derived, "lh", derived.cats["journal"].entries) // the period sets of dedup markers (§2)
 	ghEntry := perEntry(derived, "journal") + ghMarker
 	ghWithOverhead := ghEntry // the marker has no key of its own
 	t.Logf("after %d deliveries committed:\n%s", memDeliveries, raw)
@@ -107,7 +107,7 @@ func TestMemoryBudget(t *testing.T) {
 		return nil
 	})
 	pushed := measure(ctx, t, ag.rdb, ag.prefix)
-	agMarker := share(pushed, "mk", pushed.cats["journal"].entries)
+	agMarker := share(pushed, "lh", pushed.cats["journal"].entries)
 	agEntry := perEntry(pushed, "journal") + agMarker
 	agWithOverhead := agEntry
 	t.Logf("after %d agent events pushed:\n%s", memDeliveries, pushed)
