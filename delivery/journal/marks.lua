@@ -75,7 +75,7 @@ end
 local function wg_mk_h(x)
   if #x <= 15 then return tonumber(x) % 268435456 end
   local hi, lo = tonumber(string.sub(x, 1, -16)), tonumber(string.sub(x, -15))
-  return ((hi * 30517578125) % 8192 * 32768 + lo) % 268435456
+  return lo % 268435456
 end
 -- wg_mk_n: base NUL start → the period's count as this call knows it
 -- (false: none).
