@@ -26,8 +26,9 @@
 -- ARGV[13] the shard's body marks "<in>:lb" (its keys are built from it:
 -- the count "<in>:lb:<start>" and the buckets "<in>:lb:<start>:<b>"),
 -- ARGV[14] the body marker's member: the first 63 bits of the body's hash
--- (KEYS[2]'s) as a decimal integer,
--- ARGV[15..14+n] each object's stored value (stored, or its TTL
+-- (KEYS[2]'s) as a decimal integer, ARGV[15] the member mod 2^28 (its
+-- bucket's hash, marks.lua),
+-- ARGV[16..15+n] each object's stored value (stored, or its TTL
 -- refreshed if it is there), "+" where the caller believes it is stored
 -- (its TTL is refreshed), or "" where the caller gave it its TTL lately
 -- (it is only checked to be there)
@@ -51,12 +52,10 @@
 local ttl = tonumber(ARGV[1])
 local now = tonumber(redis.call('TIME')[1])
 local period = math.ceil(ttl / 2)
-local cur = now - now % period
 local base = ARGV[13]
-local seen = redis.call('MGET', KEYS[7], KEYS[8], KEYS[1], KEYS[2], KEYS[5], KEYS[6],
-  base .. ':' .. string.format('%d', cur), base .. ':' .. string.format('%d', cur - period),
-  base .. ':' .. string.format('%d', cur - 2 * period))
-wg_mk_seed(base, cur, period, { seen[7], seen[8], seen[9] })
+local ck = wg_mk_state(base, now, period).k
+local seen = redis.call('MGET', KEYS[7], KEYS[8], KEYS[1], KEYS[2], KEYS[5], KEYS[6], ck[1], ck[2], ck[3])
+wg_mk_seed(base, now, period, { seen[7], seen[8], seen[9] })
 local epoch, bkepoch = seen[1], seen[2]
 if not epoch or not bkepoch then
   -- ingest records in the stream mean commits of before within the
@@ -73,11 +72,11 @@ if not epoch or not bkepoch then
     redis.call('SET', KEYS[8], bkepoch)
   end
 end
-local member = ARGV[14]
+local member, m = ARGV[14], tonumber(ARGV[15])
 if ARGV[3] ~= '1' then
   if seen[3] then return {1, '', epoch, bkepoch} end
   if seen[4] or seen[5] or seen[6] then return {2, '', epoch, bkepoch} end
-  if wg_mk_find(base, true, now, period, member) then return {2, '', epoch, bkepoch} end
+  if wg_mk_find(base, true, now, period, member, m) then return {2, '', epoch, bkepoch} end
 end
 -- The shared objects (docs/design.md §14): each one the record references
 -- is stored, or no record is written. An object outlives every record that
@@ -89,7 +88,7 @@ end
 -- one script it is atomic either way, but this is the order that stays
 -- safe if the script is ever split.
 local nobj = tonumber(ARGV[10])
-local o = 14 -- ARGV[o + i] is object i's value, KEYS[8 + i] its key
+local o = 15 -- ARGV[o + i] is object i's value, KEYS[8 + i] its key
 local objttl = tonumber(ARGV[12])
 local function refresh(k)
   return redis.call('EXPIRE', k, objttl, 'GT') == 1 or redis.call('EXISTS', k) == 1
@@ -120,5 +119,5 @@ if ARGV[6] == '1' and ARGV[8] ~= '' then
 elseif ARGV[6] == '1' then
   id = redis.call('XADD', KEYS[4], 'MAXLEN', '~', ARGV[7], '*', 'g', ARGV[4], 'h', ARGV[5], 'r', ARGV[3])
 end
-wg_mk_put(base, true, now, period, ttl, member)
+wg_mk_put(base, true, now, period, ttl, member, m)
 return {0, id, epoch, bkepoch}

@@ -6,7 +6,6 @@ import (
 	"encoding/binary"
 	"encoding/hex"
 	"encoding/json"
-	"strconv"
 	"time"
 
 	"github.com/klauspost/compress/zstd"
@@ -161,14 +160,13 @@ func BodyMark(d *Delivery) string {
 }
 
 // BodyMarkNumber is the member of d's body marker in the shard's body
-// marks (BodyMarkMember), as a number.
+// marks (bodyMarkNumber).
 func BodyMarkNumber(d *Delivery) uint64 {
 	_, _, mark, err := encodeRaw(d, nil)
 	if err != nil {
 		panic(err)
 	}
-	m, _ := strconv.ParseUint(BodyMarkMember(mark[:]), 10, 64)
-	return m
+	return bodyMarkNumber(mark[:])
 }
 
 // LegacyBodyMarkers reports whether a commit into shard now reads the

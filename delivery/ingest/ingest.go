@@ -148,12 +148,13 @@ func (s *Store) CommitDelivery(ctx context.Context, d *Delivery) (Outcome, error
 	if d.Replay {
 		replay = "1"
 	}
-	const nargs = 14
+	const nargs = 15
 	args := make([]any, nargs, nargs+len(objs))
 	args[0], args[1], args[2], args[3], args[4] = int64(cfg.Retention/time.Second), rec, replay, d.GUID, d.Hook
 	args[5], args[6], args[7], args[8], args[9] = derive, maxLen(cfg), fact, d.Workspace, len(objs)
 	args[10], args[11] = now, int64((cfg.Retention+objectSlack)/time.Second)
-	args[12], args[13] = string(in.BodyMarks()), BodyMarkMember(mark[:])
+	member := bodyMarkNumber(mark[:])
+	args[12], args[13], args[14] = string(in.BodyMarks()), strconv.FormatUint(member, 10), member&(1<<28-1)
 	at := sinceEpoch()
 	refreshed := make([]bool, len(objs)) // this commit gives object i its TTL
 	for i, o := range objs {
@@ -216,12 +217,10 @@ const (
 	objectRefresh = 12 * time.Hour
 )
 
-// BodyMarkMember is the member of the body marker named by the body hash
+// bodyMarkNumber is the member of the body marker named by the body hash
 // mark (docs/design.md §14; delivery/journal/marks.lua): its first 63
-// bits, in decimal.
-func BodyMarkMember(mark []byte) string {
-	return strconv.FormatUint(binary.BigEndian.Uint64(mark)>>1, 10)
-}
+// bits.
+func bodyMarkNumber(mark []byte) uint64 { return binary.BigEndian.Uint64(mark) >> 1 }
 
 // legacyMarkers reports whether body markers written before the
 // stored-form marker may still be in shard at now (unix ms): until this

@@ -94,12 +94,11 @@ local function wg_state(tag)
   local l = wg_legacy_of[tag]
   if l == nil then
     local now = wg_clock()
-    local cur = now - now % wg_period
     local base = tag .. ':lh'
+    local ck = wg_mk_state(base, now, wg_period).k
     local ks = { tag .. ':lhepoch', tag .. ':emepoch' }
-    local got = redis.call('MGET', ks[1], ks[2], base .. ':' .. string.format('%d', cur),
-      base .. ':' .. string.format('%d', cur - wg_period), base .. ':' .. string.format('%d', cur - 2 * wg_period))
-    wg_mk_seed(base, cur, wg_period, { got[3], got[4], got[5] })
+    local got = redis.call('MGET', ks[1], ks[2], ck[1], ck[2], ck[3])
+    wg_mk_seed(base, now, wg_period, { got[3], got[4], got[5] })
     local fresh
     for i = 1, 2 do
       if not got[i] then
@@ -118,10 +117,11 @@ local function wg_state(tag)
   return l
 end
 -- wg_key is where (source, id)'s marker goes or is looked for: its hex
--- sha1 and its member (marks.lua).
+-- sha1, its member (marks.lua) and the member's number.
 local function wg_key(source, id)
   local hex = redis.sha1hex(source .. '\0' .. id)
-  return hex, wg_mk_member(hex)
+  local f, m = wg_mk_member(hex)
+  return hex, f, m
 end
 -- wg_check is the 32 bits of h a marker's value carries (h[21..28]).
 local function wg_check(hex) return tonumber(string.sub(hex, 21, 28), 16) end
@@ -134,13 +134,13 @@ local function wg_sid(v, start, hex)
   if check ~= wg_check(hex) then return nil end
   return string.format('%d-0', start * 1000 + tonumber(ms))
 end
-local function wg_find(tag, hex, f)
+local function wg_find(tag, hex, f, m)
   local memo = tag .. '\0' .. hex
   local known = wg_known[memo]
   if known ~= nil then return known or nil end
   local now = wg_clock()
   local l = wg_state(tag)
-  local v, start = wg_mk_find(tag .. ':lh', false, now, wg_period, f)
+  local v, start = wg_mk_find(tag .. ':lh', false, now, wg_period, f, m)
   local sid
   if v then sid = wg_sid(v, start, hex) end
   if not sid then
@@ -165,9 +165,9 @@ local function wg_seen(tag, source, id)
   return wg_find(tag, wg_key(source, id))
 end
 local function wg_append(tag, ev, ws, source, id, fresh)
-  local hex, f = wg_key(source, id)
+  local hex, f, m = wg_key(source, id)
   if not fresh then
-    local got = wg_find(tag, hex, f)
+    local got = wg_find(tag, hex, f, m)
     if got then return got, 0 end
   end
   local sid = redis.call('XADD', tag .. ':journal', 'MAXLEN', '~', wg_maxlen, '*', 'e', ev, 'w', ws)
@@ -181,7 +181,7 @@ local function wg_append(tag, ev, ws, source, id, fresh)
       if check == 0 then v = string.format('%d', d) else v = string.format('%d%09d', check, d) end
     end
   end
-  wg_mk_put(tag .. ':lh', false, now, wg_period, wg_ttl, f, v)
+  wg_mk_put(tag .. ':lh', false, now, wg_period, wg_ttl, f, m, v)
   wg_known[tag .. '\0' .. hex] = sid
   -- One message per (workspace, shard) per script call: subscribers
   -- receive it only once the script has ended, so it announces every

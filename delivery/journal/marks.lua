@@ -64,46 +64,50 @@ local function wg_mk_bucket(m, B)
   if b < B - p then b = m % (2 * p) end
   return b
 end
-local function wg_mk_key(base, start, b)
-  return base .. ':' .. start .. ':' .. string.format('%d', b)
-end
 local function wg_mk_member(hex)
-  return string.format('%d', tonumber(string.sub(hex, 8, 20), 16))
+  local m = tonumber(string.sub(hex, 8, 20), 16)
+  return string.format('%d', m), m
 end
 -- wg_mk_h is member x mod 2^28 (x = hi·10^15 + lo; hi·10^15 mod 2^28 is
 -- (hi·5^15 mod 2^13)·2^15, every step exact in a double).
 local function wg_mk_h(x)
   if #x <= 15 then return tonumber(x) % 268435456 end
   local hi, lo = tonumber(string.sub(x, 1, -16)), tonumber(string.sub(x, -15))
-  return lo % 268435456
+  return ((hi * 30517578125) % 8192 * 32768 + lo) % 268435456
 end
--- wg_mk_n: base NUL start → the period's count as this call knows it
--- (false: none).
-local wg_mk_n, wg_mk_seeded = {}, {}
-local function wg_mk_seed(base, cur, period, counts)
-  wg_mk_seeded[base] = true
-  for k = 1, 3 do
-    wg_mk_n[base .. '\0' .. string.format('%d', cur - (k - 1) * period)] = tonumber(counts[k]) or false
+-- wg_mk_st: base → what this call knows of its 3 periods: cur (the
+-- current period's start), k (the count keys, newest first; a bucket's
+-- key is its count key, ':' and the bucket) and n (the counts, false for
+-- none; nil until read). Numbers are written into key names by Lua's
+-- own conversion ("%.14g": exact for these integers).
+local wg_mk_st = {}
+local function wg_mk_state(base, now, period)
+  local st = wg_mk_st[base]
+  if not st then
+    local cur = now - now % period
+    local p = base .. ':'
+    st = { cur = cur, k = { p .. cur, p .. (cur - period), p .. (cur - 2 * period) } }
+    wg_mk_st[base] = st
   end
+  return st
 end
-local function wg_mk_find(base, isset, now, period, member)
-  local m = wg_mk_h(member)
-  local cur = now - now % period
-  local starts = {}
-  for k = 1, 3 do starts[k] = string.format('%d', cur - (k - 1) * period) end
-  if not wg_mk_seeded[base] then
-    wg_mk_seed(base, cur, period, redis.call('MGET', base .. ':' .. starts[1], base .. ':' .. starts[2], base .. ':' .. starts[3]))
-  end
+local function wg_mk_seed(base, now, period, counts)
+  wg_mk_state(base, now, period).n = { tonumber(counts[1]) or false, tonumber(counts[2]) or false, tonumber(counts[3]) or false }
+end
+local function wg_mk_find(base, isset, now, period, member, m)
+  local st = wg_mk_state(base, now, period)
+  if not st.n then wg_mk_seed(base, now, period, redis.call('MGET', st.k[1], st.k[2], st.k[3])) end
+  m = m or wg_mk_h(member)
   local fill = wg_mk_fill(isset)
   for k = 1, 3 do
-    local n = wg_mk_n[base .. '\0' .. starts[k]]
+    local n = st.n[k]
     if n then
-      local key = wg_mk_key(base, starts[k], wg_mk_bucket(m, 1 + math.floor(n / fill)))
+      local key = st.k[k] .. ':' .. wg_mk_bucket(m, 1 + math.floor(n / fill))
       if isset then
-        if redis.call('SISMEMBER', key, member) == 1 then return true, cur - (k - 1) * period end
+        if redis.call('SISMEMBER', key, member) == 1 then return true, st.cur - (k - 1) * period end
       else
         local v = redis.call('HGET', key, member)
-        if v then return v, cur - (k - 1) * period end
+        if v then return v, st.cur - (k - 1) * period end
       end
     end
   end
@@ -111,11 +115,12 @@ local function wg_mk_find(base, isset, now, period, member)
 end
 -- wg_mk_split moves the members of bucket s (of B, before the insert that
 -- makes B + 1) whose m mod 2^(L+1) is s + 2^L to the new bucket B, which
--- it creates with the sentinel and the period's expiry at.
-local function wg_mk_split(base, start, isset, B, at)
+-- it creates with the sentinel and the period's expiry at; ck is the
+-- period's count key.
+local function wg_mk_split(ck, isset, B, at)
   local p = wg_mk_pow(B)
   local s = B - p
-  local from, to = wg_mk_key(base, start, s), wg_mk_key(base, start, B)
+  local from, to = ck .. ':' .. s, ck .. ':' .. B
   local two = 2 * p
   if isset then
     local all = redis.call('SMEMBERS', from)
@@ -136,8 +141,8 @@ local function wg_mk_split(base, start, isset, B, at)
     for i = 1, #all, 2 do
       local x = all[i]
       if x ~= '-1' and wg_mk_h(x) % two >= p then
-        kv[#kv + 1] = all[i]; kv[#kv + 1] = all[i + 1]
-        del[#del + 1] = all[i]
+        kv[#kv + 1] = x; kv[#kv + 1] = all[i + 1]
+        del[#del + 1] = x
       end
     end
     redis.call('HSET', to, unpack(kv))
@@ -145,24 +150,23 @@ local function wg_mk_split(base, start, isset, B, at)
     if #del > 0 then redis.call('HDEL', from, unpack(del)) end
   end
 end
-local function wg_mk_put(base, isset, now, period, ttl, member, v)
-  local cur = now - now % period
-  local start = string.format('%d', cur)
-  local at = cur + period + ttl
-  local count = base .. ':' .. start
-  local n = redis.call('INCR', count)
-  wg_mk_n[base .. '\0' .. start] = n
+local function wg_mk_put(base, isset, now, period, ttl, member, m, v)
+  local st = wg_mk_state(base, now, period)
+  local ck = st.k[1]
+  local at = st.cur + period + ttl
+  local n = redis.call('INCR', ck)
+  if st.n then st.n[1] = n end
   local fill = wg_mk_fill(isset)
   local B = 1 + math.floor(n / fill)
   local key
   if n == 1 then
-    redis.call('EXPIREAT', count, at)
-    key = wg_mk_key(base, start, 0)
+    redis.call('EXPIREAT', ck, at)
+    key = ck .. ':0'
     if isset then redis.call('SADD', key, -1, member) else redis.call('HSET', key, -1, 0, member, v) end
     redis.call('EXPIREAT', key, at)
     return
   end
-  if n % fill == 0 then wg_mk_split(base, start, isset, B - 1, at) end
-  key = wg_mk_key(base, start, wg_mk_bucket(wg_mk_h(member), B))
+  if n % fill == 0 then wg_mk_split(ck, isset, B - 1, at) end
+  key = ck .. ':' .. wg_mk_bucket(m or wg_mk_h(member), B)
   if isset then redis.call('SADD', key, member) else redis.call('HSET', key, member, v) end
 end
