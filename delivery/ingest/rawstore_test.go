@@ -494,6 +494,31 @@ func TestBodyMarkBuckets(t *testing.T) {
 			}
 		}
 	}
+	// a split at 2^20 + 5 buckets: bucket 5's members whose bit 20 is set
+	// move to bucket 2^20 + 5, by the script's exact mod 2^28 of a 63-bit
+	// member (from its decimal digits), as Go's LinearBucket says
+	const atSplit = 128*(1<<20+5) - 1
+	if err := rdb.Set(ctx, marks.Count(start), atSplit, time.Hour).Err(); err != nil {
+		t.Fatal(err)
+	}
+	moved := []any{-1}
+	for i := range 64 {
+		moved = append(moved, uint64(i+1)*0x9E3779B97F4A7C15>>1&^(1<<20-1)|5)
+	}
+	if err := rdb.SAdd(ctx, marks.Bucket(start, 5), moved...).Err(); err != nil {
+		t.Fatal(err)
+	}
+	dn := withBody(withGUID(d, "split"), body(20*n))
+	if got, err := s.CommitDelivery(ctx, &dn); err != nil || got != ingest.Committed {
+		t.Fatalf("the commit that splits: %v %v", got, err)
+	}
+	for _, v := range moved[1:] {
+		m := v.(uint64)
+		b := journal.LinearBucket(m, atSplit+1, journal.BodyMarkFill)
+		if ok, _ := rdb.SIsMember(ctx, marks.Bucket(start, b), m).Result(); !ok {
+			t.Fatalf("member %d is not in bucket %d after the split", m, b)
+		}
+	}
 	// at 2^26 buckets the high bits of the member's 28 pick the bucket:
 	// the script's exact mod 2^28 of a 63-bit member agrees with Go's
 	const big = 128<<26 + 12345*128
