@@ -192,11 +192,14 @@ local function synth(ws, repo, n, h, typ, what, priority, summary, extra, fresh)
     -- the data with the compact entry's tokens in place (wg_entry's pre):
     -- the same bytes once expanded, and nothing for Lua to search
     local resc = string.gsub(repo, '/', '\\/')
-    pre = { title = string.sub(title, 2, -2) }
+    -- what wg_entry would search for again: the repository, and the sha
+    -- the id ends with
+    pre = { title = string.sub(title, 2, -2), repo = repo, resc = resc }
     d = { '\22', resc, '\23', ns }
     if h.head then
       local sha = string.sub(what, -40)
       if #h.head == 40 and sha == h.head and string.find(sha, '^%x+$') then
+        pre.sha = sha
         d[5] = ',"head":"\1\25\4"'
       else
         d[5] = ',"head":' .. enc(h.head) .. ',"title":"\4"'
@@ -252,6 +255,13 @@ local function changes_requested(repo, n)
     if pair(v) == 'changes_requested' then return true end
   end
   return false
+end
+
+-- summary_title is h's title on one line, for a summary: evaluate calls
+-- it only when it journals a transition (a pattern search costs about a
+-- microsecond of Redis).
+local function summary_title(h)
+  return (string.gsub(h.title or '', '[\r\n]+', ' '))
 end
 
 local function settle_member(ws, repo, n, sha)
@@ -311,7 +321,6 @@ local function evaluate(ws, repo, n, only_sha, h)
     if r == 'fail' then failed[#failed + 1] = name end
   end
   table.sort(failed)
-  local title = string.gsub(h.title or '', '[\r\n]+', ' ')
   if #failed > 0 and not failed_at(h, head) then
     local priority = 'attention'
     if ready_at(h, head) then priority = 'critical' end
@@ -323,7 +332,7 @@ local function evaluate(ws, repo, n, only_sha, h)
     local what = 'a check suite'
     if #named > 0 then what = table.concat(named, ', ') end
     local sid = synth(ws, repo, n, h, 'checks_failed', 'checks_failed/' .. head, priority,
-      'PR #' .. int(n) .. ' checks failed (' .. what .. '): ' .. title .. ' (' .. repo .. ')',
+      'PR #' .. int(n) .. ' checks failed (' .. what .. '): ' .. summary_title(h) .. ' (' .. repo .. ')',
       { failed = failed }, fresh)
     redis.call('HSET', pk, 'f', sid)
     h.failed_at_head = sid
@@ -334,7 +343,7 @@ local function evaluate(ws, repo, n, only_sha, h)
   -- nothing then)
   if not checks_pass(ws, repo, n, h, res, #failed > 0) or changes_requested(repo, n) then return end
   local sid = synth(ws, repo, n, h, 'ready', 'ready/' .. head, 'attention',
-    'PR #' .. int(n) .. ' ready: ' .. title .. ' (' .. repo .. ')', nil, fresh)
+    'PR #' .. int(n) .. ' ready: ' .. summary_title(h) .. ' (' .. repo .. ')', nil, fresh)
   redis.call('HSET', pk, 'r', sid)
   h.ready_at_head = sid
 end
