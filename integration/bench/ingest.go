@@ -192,9 +192,15 @@ func splitIngest(ctx context.Context, r *runner, sys *System, c *http.Client, l 
 	cs0, _ := commandStats(ctx, sys.Redis)
 	slow := os.Getenv("WAKEGATE_BENCH_SLOWLOG") != "" && sys.Private && !sys.Cluster
 	if slow {
-		sys.Redis.ConfigSet(ctx, "slowlog-max-len", "1000000")
-		sys.Redis.ConfigSet(ctx, "slowlog-log-slower-than", "0")
-		sys.Redis.SlowLogReset(ctx)
+		// the run's own redis-server: log every command of the phase
+		p := sys.Redis.Pipeline()
+		p.ConfigSet(ctx, "slowlog-max-len", "1000000")
+		p.ConfigSet(ctx, "slowlog-log-slower-than", "0")
+		p.SlowLogReset(ctx)
+		if _, err := p.Exec(ctx); err != nil {
+			r.note("WAKEGATE_BENCH_SLOWLOG: the slow log could not be set up: %v", err)
+			slow = false
+		}
 	}
 	start := time.Now()
 	if err := sys.SignalRole("worker", syscall.SIGCONT); err != nil {
