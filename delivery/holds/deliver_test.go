@@ -2,7 +2,6 @@ package holds
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"reflect"
@@ -108,7 +107,7 @@ func TestItemTailFromEventJSON(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	b, err := json.Marshal(e)
+	b, err := e.MarshalJSON()
 	if err != nil {
 		t.Fatal(err)
 	}

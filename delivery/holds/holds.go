@@ -406,10 +406,11 @@ func (s *Store) Decide(ctx context.Context, r Request) (Decision, error) {
 	if err != nil {
 		return Decision{}, err
 	}
-	item, err := json.Marshal(itemOf(r.Event, r.Result, r.Now, ""))
+	it, err := itemOf(r.Event, r.Result, r.Now, "")
 	if err != nil {
 		return Decision{}, err
 	}
+	item := it.appendJSON(nil)
 	out, err := decideScript.Run(ctx, s.rdb, keys, r.Result.Seq, a.reason, a.now, a.per, a.burst, string(item), a.ttl, a.due).Text()
 	if err != nil {
 		return Decision{}, fmt.Errorf("holds decision for %s: %w", r.Party, err)
@@ -543,40 +544,77 @@ func priorityOf(e *event.Event) event.Priority {
 	return e.Priority
 }
 
-// itemOf is e's held item; eventJSON is json.Marshal(e) when the caller
+// itemOf is e's held item; eventJSON is e.MarshalJSON() when the caller
 // has it ("": encoded here).
-func itemOf(e *event.Event, res inbox.Result, now time.Time, eventJSON string) Item {
+func itemOf(e *event.Event, res inbox.Result, now time.Time, eventJSON string) (Item, error) {
 	p := priorityOf(e)
 	var d struct {
 		Merged bool `json:"merged"`
 	}
-	if len(e.Data) > 0 {
+	if bytes.Contains(e.Data, []byte(`"merged"`)) { // only a closed PR's data says it
 		_ = json.Unmarshal(e.Data, &d)
 	}
-	ev := json.RawMessage(eventJSON)
 	if eventJSON == "" {
-		ev, _ = json.Marshal(e)
+		b, err := e.MarshalJSON()
+		if err != nil {
+			return Item{}, fmt.Errorf("held item of %s: %w", e.ID, err)
+		}
+		eventJSON = string(b)
 	}
 	return Item{Seq: res.Seq, ID: e.ID, Type: e.Type, Subject: e.Subject, Summary: e.Summary, Priority: p,
-		Kind: res.Kind, At: now.UTC(), Merged: d.Merged, Event: ev}
+		Kind: res.Kind, At: now.UTC(), Merged: d.Merged, Event: json.RawMessage(eventJSON)}, nil
+}
+
+// appendJSON appends the item's JSON: json.Marshal's, but for the event,
+// which it writes as it is (the event's own MarshalJSON, compact),
+// without reflection (TestItemJSON).
+func (it *Item) appendJSON(b []byte) []byte {
+	b = append(b, `{"seq":`...)
+	b = strconv.AppendInt(b, it.Seq, 10)
+	b = append(b, `,"kind":`...)
+	b = event.AppendString(b, it.Kind, true)
+	b = append(b, ',')
+	return it.appendTail(b)
+}
+
+// appendTail appends the item's JSON after its seq and kind, without the
+// opening brace.
+func (it *Item) appendTail(b []byte) []byte {
+	b = append(b, `"id":`...)
+	b = event.AppendString(b, it.ID, true)
+	b = append(b, `,"type":`...)
+	b = event.AppendString(b, it.Type, true)
+	b = append(b, `,"subject":`...)
+	b = event.AppendString(b, it.Subject, true)
+	if it.Summary != "" {
+		b = append(b, `,"summary":`...)
+		b = event.AppendString(b, it.Summary, true)
+	}
+	b = append(b, `,"priority":`...)
+	b = event.AppendString(b, string(it.Priority), true)
+	b = append(b, `,"at":"`...)
+	b = it.At.AppendFormat(b, time.RFC3339Nano)
+	b = append(b, '"')
+	if it.Merged {
+		b = append(b, `,"merged":true`...)
+	}
+	b = append(b, `,"event":`...)
+	b = append(b, it.Event...)
+	return append(b, '}')
 }
 
 // ItemTail is the JSON of e's held item after its seq and kind, without
 // the opening brace: deliver_decide.lua prepends the two, which the
-// delivery decides (Item lists them first). eventJSON is json.Marshal(e)
+// delivery decides (Item lists them first). eventJSON is e.MarshalJSON()
 // when the caller has it ("": encoded here). It is the same for every
 // party e is delivered to at now, so a caller delivering e to several
 // builds it once (Request.ItemTail).
 func ItemTail(e *event.Event, now time.Time, eventJSON string) (string, error) {
-	b, err := json.Marshal(itemOf(e, inbox.Result{}, now, eventJSON))
+	it, err := itemOf(e, inbox.Result{}, now, eventJSON)
 	if err != nil {
 		return "", err
 	}
-	const head = `{"seq":0,"kind":"",`
-	if !bytes.HasPrefix(b, []byte(head)) {
-		return "", fmt.Errorf("held item of %s: encoded as %.40s…", e.ID, b) // Item's first fields moved
-	}
-	return string(b[len(head):]), nil
+	return string(it.appendTail(nil)), nil
 }
 
 // Batch is what one release took for a digest.

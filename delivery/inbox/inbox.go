@@ -142,7 +142,7 @@ type Delivery struct {
 	Workspace string
 	Party     string       // session:<id> or human:<channel>
 	Event     *event.Event // the journaled event (Seq set); its JSON is stored
-	// EventJSON is json.Marshal(Event) when the caller has it already (one
+	// EventJSON is Event.MarshalJSON() when the caller has it already (one
 	// event delivered to several parties is encoded once); "" encodes it
 	// here.
 	EventJSON string
@@ -373,7 +373,7 @@ func (b *Inbox) prepare(d Delivery, now time.Time) (update, string, string, erro
 	}
 	body := d.EventJSON
 	if body == "" {
-		b, err := json.Marshal(e)
+		b, err := e.MarshalJSON()
 		if err != nil {
 			return update{}, "", "", invalid("encode event %s: %v", e.ID, err)
 		}

@@ -1,10 +1,10 @@
 package journal
 
 import (
-	"bytes"
-	"encoding/json"
 	"errors"
 	"strings"
+
+	"github.com/wakegate/wakegate/providers/event"
 )
 
 // compactMark begins a compact entry (docs/design.md §14 "Journal
@@ -310,26 +310,6 @@ func entryJSON(e EntryFields) (string, int) {
 	return string(b), at
 }
 
-// appendJSONString appends s as a JSON string: as it is between quotes
-// when it has no control character, quote or backslash (as cjson writes
-// it, bar cjson's escaped '/'), else as encoding/json writes it (without
-// the HTML escapes).
-func appendJSONString(b []byte, s string) []byte {
-	plain := true
-	for i := 0; i < len(s); i++ {
-		if c := s[i]; c < 0x20 || c == '"' || c == '\\' {
-			plain = false
-			break
-		}
-	}
-	if plain {
-		b = append(b, '"')
-		b = append(b, s...)
-		return append(b, '"')
-	}
-	var buf bytes.Buffer
-	enc := json.NewEncoder(&buf)
-	enc.SetEscapeHTML(false)
-	_ = enc.Encode(s) // a string always encodes
-	return append(b, bytes.TrimSuffix(buf.Bytes(), []byte{'\n'})...)
-}
+// appendJSONString appends s as a JSON string as encoding/json writes it,
+// without the HTML escapes.
+func appendJSONString(b []byte, s string) []byte { return event.AppendString(b, s, false) }

@@ -27,6 +27,10 @@
 
 local I, DATA, ws, repo -- the fact being applied (set by tr_apply)
 
+-- HEAD_MARKS are the head's ready and checks_failed ids: their short
+-- field, their name in h and the field the former head keeps them in.
+local HEAD_MARKS = { { 'r', 'ready_at_head', 'ready:' }, { 'f', 'failed_at_head', 'failed:' } }
+
 -- apply_pr folds a pull_request snapshot in. Every payload carries the whole
 -- PR, so the newest by updated_at wins: an older snapshot delivered late
 -- (a draft toggle, a push) changes nothing but the sha index.
@@ -58,21 +62,16 @@ local function apply_pr(p, cur, h)
     -- and failed:<sha>, so that it is still once per head sha if it
     -- comes back (docs/design.md §3)
     local gone = {}
-    if h.ready_at_head then
-      if cur[4] and cur[4] ~= '' then
-        fields[#fields + 1] = 'ready:' .. cur[4]
-        fields[#fields + 1] = h.ready_at_head
-        h['ready:' .. cur[4]] = h.ready_at_head
+    for _, m in ipairs(HEAD_MARKS) do -- {short field, h's name, the sha field's prefix}
+      local v = h[m[2]]
+      if v then
+        if cur[4] and cur[4] ~= '' then
+          fields[#fields + 1] = m[3] .. cur[4]
+          fields[#fields + 1] = v
+          h[m[3] .. cur[4]] = v
+        end
+        gone[#gone + 1], h[m[2]] = m[1], nil
       end
-      gone[#gone + 1], h.ready_at_head = 'r', nil
-    end
-    if h.failed_at_head then
-      if cur[4] and cur[4] ~= '' then
-        fields[#fields + 1] = 'failed:' .. cur[4]
-        fields[#fields + 1] = h.failed_at_head
-        h['failed:' .. cur[4]] = h.failed_at_head
-      end
-      gone[#gone + 1], h.failed_at_head = 'f', nil
     end
     if #gone > 0 then redis.call('HDEL', pk, unpack(gone)) end
   elseif h.legacy and h.head then

@@ -1,9 +1,9 @@
 package tracker
 
 import (
-	"encoding/json"
 	"strconv"
-	"unicode/utf8"
+
+	"github.com/wakegate/wakegate/providers/event"
 )
 
 // appendInput appends in as JSON, as json.Marshal would encode it without
@@ -116,39 +116,5 @@ func appendBool(b []byte, name string, v bool) []byte {
 	return strconv.AppendBool(b, v)
 }
 
-const hexDigits = "0123456789abcdef"
-
-// appendString appends s as a JSON string: quotes, backslashes and control
-// characters escaped, UTF-8 kept as is; a string that is not valid UTF-8
-// is encoded by encoding/json (which replaces the invalid bytes), as
-// before.
-func appendString(b []byte, s string) []byte {
-	if !utf8.ValidString(s) {
-		q, _ := json.Marshal(s) // a string always encodes
-		return append(b, q...)
-	}
-	b = append(b, '"')
-	start := 0
-	for i := 0; i < len(s); i++ {
-		c := s[i]
-		if c >= 0x20 && c != '"' && c != '\\' {
-			continue
-		}
-		b = append(b, s[start:i]...)
-		switch c {
-		case '"', '\\':
-			b = append(b, '\\', c)
-		case '\n':
-			b = append(b, '\\', 'n')
-		case '\r':
-			b = append(b, '\\', 'r')
-		case '\t':
-			b = append(b, '\\', 't')
-		default:
-			b = append(b, '\\', 'u', '0', '0', hexDigits[c>>4], hexDigits[c&0xf])
-		}
-		start = i + 1
-	}
-	b = append(b, s[start:]...)
-	return append(b, '"')
-}
+// appendString writes s as a JSON string for the scripts' cjson.
+func appendString(b []byte, s string) []byte { return event.AppendString(b, s, false) }

@@ -127,3 +127,26 @@ func settleKeyForTest(e *env) string {
 func redisZ(due time.Time, member string) redis.Z {
 	return redis.Z{Score: float64(due.UnixMilli()), Member: member}
 }
+
+// TestFailedMovesWithHead: the head's checks_failed id moves to
+// failed:<sha> when the head changes, and a head that comes back and fails
+// again is not announced twice (docs/design.md §3).
+func TestFailedMovesWithHead(t *testing.T) {
+	e := newEnv(t, tracker.Config{Settle: time.Hour})
+	e.apply(e.pr("opened", 1, shaA, at(0)))
+	e.apply(e.run(shaA, "build", github.ResultFail, at(1), 1))
+	sidA := e.rdb.HGet(e.ctx, prKeyForTest(e, 1), "f").Val()
+	if sidA == "" {
+		t.Fatal("no f after checks_failed")
+	}
+	e.apply(e.pr("synchronize", 1, shaB, at(2)))
+	fields := e.rdb.HGetAll(e.ctx, prKeyForTest(e, 1)).Val()
+	if _, ok := fields["f"]; ok || fields["failed:"+shaA] != sidA {
+		t.Fatalf("after a push: %v; want failed:%s = %s and no f", fields, shaA, sidA)
+	}
+	e.apply(e.pr("synchronize", 1, shaA, at(3)))
+	e.apply(e.run(shaA, "build", github.ResultFail, at(4), 2))
+	if got := ids(e.wantCount("github.pull_request.checks_failed", 1)); got[0] != "pr/1/checks_failed/"+shaA {
+		t.Errorf("checks_failed %v", got)
+	}
+}

@@ -31,21 +31,10 @@ func ParseLineage(s string) Lineage {
 	return Lineage(f)
 }
 
-// MarshalJSON writes the lineage as one string.
+// MarshalJSON writes the lineage as one string, as json.Marshal would.
 func (l Lineage) MarshalJSON() ([]byte, error) {
-	// Session ids match [A-Za-z0-9._-]: nothing in them needs escaping
-	// (the common case, written as it is); an id that came from elsewhere
-	// is escaped all the same.
 	s := l.String()
-	for i := 0; i < len(s); i++ {
-		if c := s[i]; c < 0x20 || c >= 0x7f || c == '"' || c == '\\' || c == '<' || c == '>' || c == '&' {
-			return json.Marshal(s)
-		}
-	}
-	b := make([]byte, 0, len(s)+2)
-	b = append(b, '"')
-	b = append(b, s...)
-	return append(b, '"'), nil
+	return AppendString(make([]byte, 0, len(s)+2), s, true), nil
 }
 
 // UnmarshalJSON reads the string form, and the JSON array of events

@@ -191,11 +191,14 @@ func (f *filer) event(ctx context.Context, e *event.Event, streamID string) {
 		To     string `json:"to"`
 		Type   string `json:"type"`
 	}
-	if len(e.Data) > 0 {
-		_ = json.Unmarshal(e.Data, &d) // data that is not an object files nothing
+	readData := func() { // only the types below read their data
+		if len(e.Data) > 0 {
+			_ = json.Unmarshal(e.Data, &d) // data that is not an object files nothing
+		}
 	}
 	switch e.Type {
 	case event.TypeSessionPrompted, event.TypeMessageSent:
+		readData()
 		// I4: who drives the session — prompts by their provenance,
 		// messages with control intent by their sender.
 		if d.Source == "" || len(d.Source) > 200 || (e.Type == event.TypeMessageSent && d.Intent != "control") {
@@ -210,10 +213,12 @@ func (f *filer) event(ctx context.Context, e *event.Event, streamID string) {
 			f.pipe.Expire(ctx, s.drvKey(ws, subj), keyTTL)
 		}
 	case event.TypeWakegateFaultUndeliverable:
+		readData()
 		b, _ := json.Marshal(faultRef{Seq: e.Seq, ID: e.ID, Subject: e.Subject, Type: d.Type, Summary: e.Summary})
 		f.pipe.ZAddNX(ctx, s.faultsKey(ws), redis.Z{Score: ms, Member: string(b)})
 	case event.TypeWakegateEscalated:
 		// The escalated copy woke its party (a page always does).
+		readData()
 		if _, err := event.ParseParty(d.To); err == nil {
 			f.pipe.SAdd(ctx, s.activeKey(ws), d.To)
 			f.pipe.ZAddNX(ctx, s.wakesKey(ws, d.To), redis.Z{Score: ms, Member: digest("escalated\x00" + e.ID)})

@@ -608,7 +608,7 @@ func (r *Router) deliverAll(ctx context.Context, shard int, e *event.Event, to m
 	// once here, not once per party (an error is met by each delivery,
 	// which then builds its own).
 	var eventJSON, tail string
-	if b, err := json.Marshal(e); err == nil {
+	if b, err := e.MarshalJSON(); err == nil {
 		eventJSON = string(b)
 		if r.holds != nil && r.push != nil {
 			tail, _ = holds.ItemTail(e, now, eventJSON)
