@@ -218,25 +218,16 @@ end
 -- for pre.title (the title as the data's JSON has it, its header) and the
 -- sha the id ends with: nothing is searched in the data, and the summary
 -- has its first occurrence of pre.title and its " (<repo>)" tail
--- replaced. pre may also carry what the caller already worked out, so
--- that it is not searched again (each pattern search costs about a
--- microsecond of Redis, docs/performance.md): repo (wg_subject_repo of
--- the subject) with resc (its '/' escaped), and sha (the 40 hex digits
--- e.id ends with).
+-- replaced.
 local function wg_entry(e, pre)
   local subject = e.subject
   if type(subject) ~= 'string' or type(e.id) ~= 'string' or type(e.type) ~= 'string'
     or type(e.time) ~= 'string' or type(e.source) ~= 'string' then
     return wg_json(e)
   end
-  local repo, resc
-  if pre and pre.repo then
-    repo, resc = pre.repo, pre.resc
-  else
-    repo = wg_subject_repo(subject)
-    if not repo then return wg_json(e) end
-    resc = string.gsub(repo, '/', '\\/')
-  end
+  local repo = wg_subject_repo(subject)
+  if not repo then return wg_json(e) end
+  local resc = string.gsub(repo, '/', '\\/')
   local summary, title = nil, ''
   if pre and e.summary and e.summary ~= '' then
     title = pre.title
@@ -265,12 +256,8 @@ local function wg_entry(e, pre)
       end
     end
   end
-  local id, sha = e.id, pre and pre.sha
-  if not sha then
-    sha = string.sub(e.id, -40)
-    if #sha ~= 40 or not string.find(sha, '^%x+$') then sha = nil end
-  end
-  if sha then
+  local id, sha = e.id, string.sub(e.id, -40)
+  if #sha == 40 and string.find(sha, '^%x+$') then
     id = string.sub(cjson.encode(string.sub(id, 1, -41)), 1, -2) .. '\1"'
   else
     sha, id = '', cjson.encode(id)

@@ -192,14 +192,11 @@ local function synth(ws, repo, n, h, typ, what, priority, summary, extra, fresh)
     -- the data with the compact entry's tokens in place (wg_entry's pre):
     -- the same bytes once expanded, and nothing for Lua to search
     local resc = string.gsub(repo, '/', '\\/')
-    -- what wg_entry would search for again: the repository, and the sha
-    -- the id ends with
-    pre = { title = string.sub(title, 2, -2), repo = repo, resc = resc }
+    pre = { title = string.sub(title, 2, -2) }
     d = { '\22', resc, '\23', ns }
     if h.head then
       local sha = string.sub(what, -40)
       if #h.head == 40 and sha == h.head and string.find(sha, '^%x+$') then
-        pre.sha = sha
         d[5] = ',"head":"\1\25\4"'
       else
         d[5] = ',"head":' .. enc(h.head) .. ',"title":"\4"'
