@@ -254,6 +254,13 @@ local function changes_requested(repo, n)
   return false
 end
 
+-- summary_title is h's title on one line, for a summary: evaluate calls
+-- it only when it journals a transition (a pattern search costs about a
+-- microsecond of Redis).
+local function summary_title(h)
+  return (string.gsub(h.title or '', '[\r\n]+', ' '))
+end
+
 local function settle_member(ws, repo, n, sha)
   return ws .. '\n' .. repo .. '\n' .. int(n) .. '\n' .. sha
 end
@@ -311,7 +318,6 @@ local function evaluate(ws, repo, n, only_sha, h)
     if r == 'fail' then failed[#failed + 1] = name end
   end
   table.sort(failed)
-  local title = string.gsub(h.title or '', '[\r\n]+', ' ')
   if #failed > 0 and not failed_at(h, head) then
     local priority = 'attention'
     if ready_at(h, head) then priority = 'critical' end
@@ -323,7 +329,7 @@ local function evaluate(ws, repo, n, only_sha, h)
     local what = 'a check suite'
     if #named > 0 then what = table.concat(named, ', ') end
     local sid = synth(ws, repo, n, h, 'checks_failed', 'checks_failed/' .. head, priority,
-      'PR #' .. int(n) .. ' checks failed (' .. what .. '): ' .. title .. ' (' .. repo .. ')',
+      'PR #' .. int(n) .. ' checks failed (' .. what .. '): ' .. summary_title(h) .. ' (' .. repo .. ')',
       { failed = failed }, fresh)
     redis.call('HSET', pk, 'f', sid)
     h.failed_at_head = sid
@@ -334,7 +340,7 @@ local function evaluate(ws, repo, n, only_sha, h)
   -- nothing then)
   if not checks_pass(ws, repo, n, h, res, #failed > 0) or changes_requested(repo, n) then return end
   local sid = synth(ws, repo, n, h, 'ready', 'ready/' .. head, 'attention',
-    'PR #' .. int(n) .. ' ready: ' .. title .. ' (' .. repo .. ')', nil, fresh)
+    'PR #' .. int(n) .. ' ready: ' .. summary_title(h) .. ' (' .. repo .. ')', nil, fresh)
   redis.call('HSET', pk, 'r', sid)
   h.ready_at_head = sid
 end

@@ -4,9 +4,17 @@ import (
 	"context"
 	"fmt"
 	"net/http"
+	"os"
+	"sort"
+	"strconv"
+	"strings"
 	"sync/atomic"
 	"syscall"
 	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/wakegate/wakegate/delivery/keyspace"
 )
 
 func init() {
@@ -181,6 +189,19 @@ func splitIngest(ctx context.Context, r *runner, sys *System, c *http.Client, l 
 		return w - sys.RoleCPU("gateway"), rd
 	}
 	w0, rd0 := cpu()
+	cs0, _ := commandStats(ctx, sys.Redis)
+	slow := os.Getenv("WAKEGATE_BENCH_SLOWLOG") != "" && sys.Private && !sys.Cluster
+	if slow {
+		// the run's own redis-server: log every command of the phase
+		p := sys.Redis.Pipeline()
+		p.ConfigSet(ctx, "slowlog-max-len", "1000000")
+		p.ConfigSet(ctx, "slowlog-log-slower-than", "0")
+		p.SlowLogReset(ctx)
+		if _, err := p.Exec(ctx); err != nil {
+			r.note("WAKEGATE_BENCH_SLOWLOG: the slow log could not be set up: %v", err)
+			slow = false
+		}
+	}
 	start := time.Now()
 	if err := sys.SignalRole("worker", syscall.SIGCONT); err != nil {
 		return out, err
@@ -205,6 +226,114 @@ func splitIngest(ctx context.Context, r *runner, sys *System, c *http.Client, l 
 		r.note("derivation of the paused backlog, CPU per delivery: workers %s, Redis %s",
 			workers.Round(time.Microsecond), redis.Round(time.Microsecond))
 		out.drainRate = float64(n) / drained.Seconds()
+		if cs1, err := commandStats(ctx, sys.Redis); err == nil && cs0 != nil {
+			r.note("derivation of the paused backlog, Redis commands per delivery (INFO commandstats: µs, calls; a script's commands count in it and on their own): %s",
+				commandSplit(cs0, cs1, n))
+		}
+		if slow {
+			r.note("derivation of the paused backlog, scripts per delivery (SLOWLOG): %s", scriptSplit(ctx, sys.Redis, n))
+		}
 	}
 	return out, nil
+}
+
+// cmdStat is one command's INFO commandstats counters.
+type cmdStat struct {
+	calls int64
+	usec  int64
+}
+
+// commandStats reads INFO commandstats of a single Redis (nil on a cluster).
+func commandStats(ctx context.Context, rdb redis.UniversalClient) (map[string]cmdStat, error) {
+	c, ok := rdb.(*redis.Client)
+	if !ok {
+		return nil, nil
+	}
+	info, err := c.Info(ctx, "commandstats").Result()
+	if err != nil {
+		return nil, fmt.Errorf("read commandstats: %w", err)
+	}
+	out := map[string]cmdStat{}
+	for _, line := range strings.Split(info, "\n") {
+		k, v, ok := strings.Cut(strings.TrimSpace(line), ":")
+		if !ok || !strings.HasPrefix(k, "cmdstat_") {
+			continue
+		}
+		var st cmdStat
+		for _, f := range strings.Split(v, ",") {
+			if x, ok := strings.CutPrefix(f, "calls="); ok {
+				st.calls, _ = strconv.ParseInt(x, 10, 64)
+			} else if x, ok := strings.CutPrefix(f, "usec="); ok {
+				st.usec, _ = strconv.ParseInt(x, 10, 64)
+			}
+		}
+		out[strings.TrimPrefix(k, "cmdstat_")] = st
+	}
+	return out, nil
+}
+
+// commandSplit renders the commands run between two INFO commandstats
+// readings, per delivery, the most time first.
+func commandSplit(before, after map[string]cmdStat, n int64) string {
+	type cmd struct {
+		name  string
+		us    float64
+		calls float64
+	}
+	var cs []cmd
+	for name, st := range after {
+		b := before[name]
+		if st.usec > b.usec {
+			cs = append(cs, cmd{name, float64(st.usec-b.usec) / float64(n), float64(st.calls-b.calls) / float64(n)})
+		}
+	}
+	sort.Slice(cs, func(i, j int) bool { return cs[i].us > cs[j].us })
+	parts := make([]string, 0, len(cs))
+	for _, c := range cs {
+		if c.us >= 0.1 {
+			parts = append(parts, fmt.Sprintf("%s %.1fµs %.2f", c.name, c.us, c.calls))
+		}
+	}
+	return strings.Join(parts, ", ")
+}
+
+// scriptSplit reads the whole slow log and renders the time of each
+// script per delivery (EVALSHA by its sha), most first.
+func scriptSplit(ctx context.Context, rdb redis.UniversalClient, n int64) string {
+	names := map[string]string{}
+	for _, sc := range keyspace.Scripts() {
+		names[sc.Hash()] = sc.Name
+	}
+	logs, err := rdb.SlowLogGet(ctx, -1).Result()
+	if err != nil {
+		return err.Error()
+	}
+	us := map[string]time.Duration{}
+	calls := map[string]int{}
+	for _, l := range logs {
+		name := ""
+		if len(l.Args) > 0 {
+			name = strings.ToLower(l.Args[0])
+		}
+		if name == "evalsha" && len(l.Args) > 1 {
+			name = names[l.Args[1]]
+			if name == "" {
+				name = "evalsha " + l.Args[1][:8]
+			}
+		}
+		us[name] += l.Duration
+		calls[name]++
+	}
+	keys := make([]string, 0, len(us))
+	for k := range us {
+		keys = append(keys, k)
+	}
+	sort.Slice(keys, func(i, j int) bool { return us[keys[i]] > us[keys[j]] })
+	var parts []string
+	for _, k := range keys {
+		if d := us[k] / time.Duration(n); d >= 100*time.Nanosecond {
+			parts = append(parts, fmt.Sprintf("%s %.1fµs (%d calls)", k, float64(d)/1e3, calls[k]))
+		}
+	}
+	return fmt.Sprintf("%d entries: %s", len(logs), strings.Join(parts, ", "))
 }
