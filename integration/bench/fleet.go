@@ -63,7 +63,13 @@ func runFleet(ctx context.Context, r *runner, during func(ctx context.Context, s
 	burstsDone := make(chan struct{})
 	go func() { defer close(burstsDone); f.bursts(bctx) }()
 	nodes0, nodesErr := RedisNodes(ctx, sys.Redis)
+	aof0 := persistence(ctx, sys.Redis)
 	res := r.measure(ctx, sys, l, false)
+	if aof := persistence(ctx, sys.Redis); aof != nil && aof0 != nil && res.N > 0 {
+		r.note("Redis's AOF during the load: %d B per request (%d MB in all), %d rewrites (the last %d s, its fork %d µs), %d fsyncs delayed",
+			(aof["aof_current_size"]-aof0["aof_current_size"])/res.N, aof["aof_current_size"]>>20,
+			aof["aof_rewrites"]-aof0["aof_rewrites"], aof["aof_last_rewrite_time_sec"], aof["latest_fork_usec"], aof["aof_delayed_fsync"]-aof0["aof_delayed_fsync"])
+	}
 	stopBursts()
 	<-burstsDone
 	if sys.Cluster {

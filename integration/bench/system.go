@@ -563,3 +563,27 @@ func redactURL(u string) string {
 	}
 	return u
 }
+
+// persistence is a single Redis's AOF figures (INFO persistence and
+// stats): its size, rewrites, the last rewrite's seconds, the last
+// fork's µs and the fsyncs it delayed. Nil on a cluster or an error.
+func persistence(ctx context.Context, rdb redis.UniversalClient) map[string]int64 {
+	if _, ok := rdb.(*redis.ClusterClient); ok {
+		return nil
+	}
+	info, err := rdb.Info(ctx, "persistence", "stats").Result()
+	if err != nil {
+		return nil
+	}
+	m := map[string]int64{}
+	for _, line := range strings.Split(info, "\n") {
+		k, v, ok := strings.Cut(strings.TrimSpace(line), ":")
+		switch k {
+		case "aof_current_size", "aof_rewrites", "aof_last_rewrite_time_sec", "latest_fork_usec", "aof_delayed_fsync":
+			if n, err := strconv.ParseInt(v, 10, 64); ok && err == nil {
+				m[k] = n
+			}
+		}
+	}
+	return m
+}
