@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"os"
 	"strconv"
 	"strings"
 	"sync"
@@ -64,7 +65,30 @@ func runFleet(ctx context.Context, r *runner, during func(ctx context.Context, s
 	go func() { defer close(burstsDone); f.bursts(bctx) }()
 	nodes0, nodesErr := RedisNodes(ctx, sys.Redis)
 	aof0 := persistence(ctx, sys.Redis)
+	cs0, _ := commandStats(ctx, sys.Redis)
+	slow := os.Getenv("WAKEGATE_BENCH_SLOWLOG") != "" && sys.Private && !sys.Cluster
+	if slow {
+		// the run's own redis-server: log the last 300,000 commands of the
+		// load (a few seconds of it), to split Redis's time by script
+		p := sys.Redis.Pipeline()
+		p.ConfigSet(ctx, "slowlog-max-len", "300000")
+		p.ConfigSet(ctx, "slowlog-log-slower-than", "0")
+		p.SlowLogReset(ctx)
+		if _, err := p.Exec(ctx); err != nil {
+			r.note("WAKEGATE_BENCH_SLOWLOG: the slow log could not be set up: %v", err)
+			slow = false
+		}
+	}
 	res := r.measure(ctx, sys, l, false)
+	if slow {
+		r.note("Redis's time by script in the last commands of the load (SLOWLOG, µs per request as if the window were the whole load: read the shares): %s",
+			scriptSplit(ctx, sys.Redis, res.N))
+		_ = sys.Redis.ConfigSet(ctx, "slowlog-log-slower-than", "10000").Err()
+	}
+	if cs1, err := commandStats(ctx, sys.Redis); err == nil && cs0 != nil && res.N > 0 {
+		r.note("Redis commands per request during the load (INFO commandstats: µs, calls; a script's commands count in it and on their own): %s",
+			commandSplit(cs0, cs1, res.N))
+	}
 	if aof := persistence(ctx, sys.Redis); aof != nil && aof0 != nil && res.N > 0 {
 		r.note("Redis's AOF during the load: %d B per request (%d MB in all), %d rewrites (the last %d s, its fork %d µs), %d fsyncs delayed",
 			(aof["aof_current_size"]-aof0["aof_current_size"])/res.N, aof["aof_current_size"]>>20,

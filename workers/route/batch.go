@@ -15,9 +15,13 @@ import (
 // batch is what the router shares across a whole journal batch (the
 // consumer puts it in the context of every event of the batch): each
 // workspace's settings, once an event has read them; the subscription
-// candidates of the events that need no session labels, read in one
-// script call (routing a batch of GitHub events that reach nobody thus
-// costs one round trip for all of them); and the delivery ledger entries,
+// candidates of every routed event but a message, matched without session
+// labels, read in one script call per workspace (routing a batch of
+// GitHub events that reach nobody thus costs one round trip for all of
+// them, and a session event spends no match.lua call of its own: what its
+// gather read in its first round trip, with no labels, is the same; a
+// session whose record has labels, or an event whose lineage gather
+// resolves, is matched again there, as before); and the delivery ledger entries,
 // which the consumer appends when it moves the shard's cursor past the
 // batch.
 //
@@ -124,12 +128,13 @@ func (b *batch) keepSettings(ws string, st supervision.Settings) {
 }
 
 // prefetchable reports whether the router matches e's subscriptions with
-// no session labels and before anything in this batch could have closed
-// one of them: routed at all, not a message, about no session, and no
-// terminal event of its subject earlier in the batch.
+// no session labels first (gather's first round trip does for every event
+// but a message; labels and a resolved lineage are matched again after
+// it): routed at all and not a message. prefetched also leaves out an
+// event after a terminal event of its own subject in the batch.
 func prefetchable(e *event.Event) bool {
 	return !strings.HasPrefix(e.Type, "wakegate.") && e.Priority != event.Internal &&
-		e.Type != event.TypeMessageSent && e.SessionID == ""
+		e.Type != event.TypeMessageSent
 }
 
 // prefetched returns the prefetched candidates of e (reading them for the

@@ -5,16 +5,17 @@ import (
 	"testing"
 	"time"
 
+	"github.com/wakegate/wakegate/delivery/ingest"
+	"github.com/wakegate/wakegate/delivery/journal"
 	"github.com/wakegate/wakegate/delivery/redistest"
 	"github.com/wakegate/wakegate/delivery/subscriptions"
 	"github.com/wakegate/wakegate/delivery/supervision"
 	"github.com/wakegate/wakegate/providers/event"
 )
 
-// A batch prefetches the subscriptions of the events that need no session
-// labels, each used once; an event after a terminal event of its own
-// subject (which closes subscriptions) is matched afresh, and so is an
-// event about a session.
+// A batch prefetches the subscriptions of its routed events, matched
+// without session labels, each used once; an event after a terminal event
+// of its own subject (which closes subscriptions) is matched afresh.
 func TestBatchPrefetch(t *testing.T) {
 	rdb, prefix := redistest.New(t)
 	subs := subscriptions.New(rdb, prefix)
@@ -50,8 +51,8 @@ func TestBatchPrefetch(t *testing.T) {
 	if c, ok := b.prefetched(ctx, other, subs); !ok || len(c) != 0 {
 		t.Errorf("other subject: prefetched %v, %d candidates; want true, 0", ok, len(c))
 	}
-	if _, ok := b.prefetched(ctx, session, subs); ok {
-		t.Error("an event about a session (labels needed) used a prefetched match")
+	if _, ok := b.prefetched(ctx, session, subs); !ok {
+		t.Error("an event about a session was not prefetched (gather matches its labels again)")
 	}
 	var none *batch
 	if _, ok := none.prefetched(ctx, other, subs); ok {
@@ -97,4 +98,58 @@ func TestMayHearFallback(t *testing.T) {
 	if got := mayHear(s, sess); len(got) != 1 || got[0] != "human:oncall" {
 		t.Errorf("mayHear(session event) = %v; want the fallback", got)
 	}
+}
+
+// An event about a session routed in a batch uses the batch's prefetched
+// match (no session labels) and still reaches a subscriber of its
+// session's labels, and a derived event without lineage still reaches a
+// subtree subscriber of its author's ancestor: gather matches both again
+// after reading the session's record.
+func TestBatchedSessionEventsMatchLabelsAndLineage(t *testing.T) {
+	w := newWorld(t)
+	w.spawn("kid", "root")
+	for owner, spec := range map[string]string{"human:labels": `{"labels":["team-a"]}`,
+		"human:tree": `{"session":{"id":"root","scope":"subtree"}}`} {
+		sub, err := subscriptions.Parse([]byte(spec))
+		if err != nil {
+			t.Fatal(err)
+		}
+		sub.Workspace, sub.Owner = ws, owner
+		if _, err := w.subs.Create(w.ctx, sub, time.Now()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	res, err := w.store.CommitEvents(w.ctx, ws, "session:lab", []ingest.Item{{Journal: true, Labels: []string{"team-a"},
+		Event: &event.Event{SpecVersion: "1.0", ID: "l1", Source: event.AgentSource(ws, "session:lab"), Type: "session.awaiting_input",
+			Subject: "session:lab", Workspace: ws, SessionID: "lab", Time: time.Now().UTC(), Priority: event.Attention,
+			CoalesceKey: "session:lab"}}}, time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	labeled, err := w.j.Get(w.ctx, res[0].Seq)
+	if err != nil || labeled == nil {
+		t.Fatalf("get %s: %v %v", res[0].Seq, labeled, err)
+	}
+	pr := &event.Event{SpecVersion: "1.0", ID: "pr/7/ready/abc", Source: event.GitHubSource("org/repo"),
+		Type: "github.pull_request.ready", Subject: "github:org/repo#7", Workspace: ws, SessionID: "kid",
+		Time: time.Now().UTC(), Priority: event.Attention, CoalesceKey: "github:org/repo#7"}
+	seq, _, err := w.j.Append(w.ctx, pr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if pr, err = w.j.Get(w.ctx, seq); err != nil || pr == nil {
+		t.Fatalf("get %s: %v %v", seq, pr, err)
+	}
+	ctx := withBatch(w.ctx, []*event.Event{labeled, pr})
+	for _, e := range []*event.Event{labeled, pr} {
+		shard, _, _ := journal.ParseSeq(e.Seq)
+		if err := w.r.Handle(ctx, shard, e); err != nil {
+			t.Fatalf("route %s: %v", e.ID, err)
+		}
+	}
+	if c, ok := batchFrom(ctx).cands[labeled]; ok {
+		t.Errorf("the labeled session's prefetched candidates were not used (%d left)", len(c))
+	}
+	w.want("human:labels", "session.awaiting_input×1 wake")
+	w.want("human:tree", "github.pull_request.ready×1 wake")
 }
