@@ -2,6 +2,8 @@ package route
 
 import (
 	"context"
+	"encoding/json"
+	"fmt"
 	"testing"
 	"time"
 
@@ -152,4 +154,68 @@ func TestBatchedSessionEventsMatchLabelsAndLineage(t *testing.T) {
 	}
 	w.want("human:labels", "session.awaiting_input×1 wake")
 	w.want("human:tree", "github.pull_request.ready×1 wake")
+}
+
+// A batch reads the first round trip of its events in one pipeline before
+// any is routed (batch.first), each used once, except where routing an
+// event of the batch could change what it reads: an event after another
+// of its subject, a message, and a session.spawned with a lineage (its
+// routing writes the default controller's edge, then reads the edges):
+// the parent that controls the child still hears of the spawn.
+func TestBatchFirstReads(t *testing.T) {
+	w := newWorld(t)
+	commit := func(pusher, session, typ string, mods ...func(*ingest.Item)) *event.Event {
+		t.Helper()
+		w.n++
+		e := &event.Event{SpecVersion: "1.0", ID: fmt.Sprint("b", w.n), Source: event.AgentSource(ws, pusher), Type: typ,
+			Subject: event.SessionSubject(session), Workspace: ws, SessionID: session, Time: time.Now().UTC(),
+			CoalesceKey: event.SessionSubject(session) + "/" + typ}
+		e.Priority = event.DefaultPriority(typ, nil)
+		it := ingest.Item{Event: e, Journal: true}
+		for _, m := range mods {
+			m(&it)
+		}
+		res, err := w.store.CommitEvents(w.ctx, ws, pusher, []ingest.Item{it}, time.Now())
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, err := w.j.Get(w.ctx, res[0].Seq)
+		if err != nil || got == nil {
+			t.Fatalf("get %s: %v %v", res[0].Seq, got, err)
+		}
+		return got
+	}
+	lineage, err := w.reg.LineageFor(w.ctx, ws, "kid", "boss", time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	spawned := commit("human:alice", "kid", "session.spawned", func(it *ingest.Item) { it.Parent, it.Lineage = "boss", lineage })
+	other := commit("session:solo", "solo", "session.awaiting_input")
+	again := commit("session:solo", "solo", "session.crashed")
+	message := commit("session:solo", "kid", "message.sent", func(it *ingest.Item) {
+		it.Event.Data = json.RawMessage(`{"text":"hi","source":"session:solo"}`)
+	})
+	ctx := withBatch(w.ctx, []*event.Event{spawned, other, again, message})
+	b := batchFrom(ctx)
+	now := time.Now()
+	if fr, ok := b.first(ctx, other, w.r, now); !ok || fr.session == nil || fr.edges == nil || fr.pause == nil {
+		t.Fatalf("first event of its subject: %+v, %v; want its reads", fr, ok)
+	}
+	if _, ok := b.first(ctx, other, w.r, now); ok {
+		t.Error("first reads handed out twice (a retry must read again)")
+	}
+	for name, e := range map[string]*event.Event{"the second event of a subject": again, "a message": message,
+		"a session.spawned with a lineage": spawned} {
+		if _, ok := b.first(ctx, e, w.r, now); ok {
+			t.Errorf("%s used the batch's first reads", name)
+		}
+	}
+	// Routed in the batch, the spawn reaches the parent that now controls the child.
+	shard, _, _ := journal.ParseSeq(spawned.Seq)
+	if err := w.r.Handle(withBatch(w.ctx, []*event.Event{spawned}), shard, spawned); err != nil {
+		t.Fatal(err)
+	}
+	if got := w.inbox("session:boss"); len(got) != 1 {
+		t.Errorf("inbox of the parent after a batched spawn = %q; want the spawn", got)
+	}
 }
