@@ -162,6 +162,9 @@ type Delivery struct {
 	// Settings is the workspace settings snapshot stored on a new entry
 	// (docs/design.md §6); a fold keeps the entry's. Nil stores none.
 	Settings json.RawMessage
+	// SettingsCompact says Settings is compact JSON already (json.Marshal's
+	// output): it is stored as it is, not compacted (and checked) again.
+	SettingsCompact bool
 	// Redelivery is an operator's redelivery: it passes dedup, may wake
 	// whatever the wake-again rule says, and marks the entry redelivered.
 	Redelivery bool
@@ -272,7 +275,8 @@ func AttendedKind(e *event.Event) event.Kind {
 		Merged  bool `json:"merged"`
 		Blocker bool `json:"blocker"`
 	}
-	if len(e.Data) > 0 {
+	// Only a PR's close and a message read their data here.
+	if len(e.Data) > 0 && (e.Type == event.TypeGitHubPullRequestClosed || e.Type == event.TypeMessageSent) {
 		_ = json.Unmarshal(e.Data, &d) // data that is not an object refines nothing
 	}
 	switch {
@@ -380,7 +384,9 @@ func (b *Inbox) prepare(d Delivery, now time.Time) (update, string, string, erro
 		body = string(b)
 	}
 	var settings string
-	if d.Settings != nil {
+	if d.Settings != nil && d.SettingsCompact {
+		settings = string(d.Settings)
+	} else if d.Settings != nil {
 		var buf bytes.Buffer
 		if err := json.Compact(&buf, d.Settings); err != nil {
 			return update{}, "", "", invalid("settings: %v", err)

@@ -417,7 +417,7 @@ func TestSettingsAndCoalesceKey(t *testing.T) {
 		d.Via, d.Waiter = inbox.ViaDirect, true
 		deliver(t, b, d)
 		d2 := to(p, ev("m2", "message.sent", "session:target", func(e *event.Event) { e.CoalesceKey = "msg:m2" }))
-		d2.Settings = json.RawMessage(`{"lease_mode":"enforce"}`)
+		d2.Settings, d2.SettingsCompact = json.RawMessage(`{"lease_mode":"enforce"}`), true // stored as it is
 		deliver(t, b, d2)
 		d3 := to(p, ev("m1-fold", "message.sent", "session:target", func(e *event.Event) { e.CoalesceKey = "msg:m1" }))
 		d3.Settings = json.RawMessage(`{"lease_mode":"off"}`)

@@ -636,7 +636,7 @@ func (r *Router) deliverAll(ctx context.Context, shard int, e *event.Event, to m
 			escalateAt = now.Add(time.Duration(settings.EscalateAfter))
 		}
 		d := inbox.Delivery{Workspace: e.Workspace, Party: party, Event: e, EventJSON: eventJSON, Via: rc.via,
-			Mode: rc.mode, Waiter: rc.waiter, Attended: st.Presence.Attended(now), Settings: snapshot, EscalateAt: escalateAt,
+			Mode: rc.mode, Waiter: rc.waiter, Attended: st.Presence.Attended(now), Settings: snapshot, SettingsCompact: true, EscalateAt: escalateAt,
 			Redelivery: rc.redelivered != nil}
 		var res inbox.Result
 		var hold *holds.Decision // the holds decision of a wake to push, taken with the delivery
