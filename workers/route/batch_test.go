@@ -219,3 +219,44 @@ func TestBatchFirstReads(t *testing.T) {
 		t.Errorf("inbox of the parent after a batched spawn = %q; want the spawn", got)
 	}
 }
+
+// Routing a batch of session events of different sessions reads their
+// first round trip with the batch's: two round trips for the whole batch
+// (the first reads, the subscription candidates), then two per event (who
+// may hear it, the delivery), where each event made three of its own.
+func TestBatchRoutingRoundTrips(t *testing.T) {
+	w := newWorld(t)
+	const n = 10
+	var evs []*event.Event
+	for i := range n {
+		kid := fmt.Sprint("kid", i)
+		w.spawn(kid, "boss")
+		e := w.push("session:"+kid, kid, "session.awaiting_input", "") // routed: loads the scripts
+		res, err := w.store.CommitEvents(w.ctx, ws, "session:"+kid, []ingest.Item{{Journal: true, Event: &event.Event{
+			SpecVersion: "1.0", ID: "again-" + kid, Source: e.Source, Type: e.Type, Subject: e.Subject, Workspace: ws,
+			SessionID: kid, Time: time.Now().UTC(), Priority: e.Priority, CoalesceKey: "again-" + kid}}}, time.Now())
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, err := w.j.Get(w.ctx, res[0].Seq)
+		if err != nil || got == nil {
+			t.Fatalf("get %s: %v %v", res[0].Seq, got, err)
+		}
+		evs = append(evs, got)
+	}
+	count := &redistest.RoundTrips{}
+	w.rdb.AddHook(count)
+	ctx := withBatch(w.ctx, evs)
+	for _, e := range evs {
+		shard, _, _ := journal.ParseSeq(e.Seq)
+		if err := w.r.Handle(ctx, shard, e); err != nil {
+			t.Fatalf("route %s: %v", e.ID, err)
+		}
+	}
+	if got := count.Count(); got != 2+2*n {
+		t.Errorf("%d round trips to route a batch of %d session events, want %d", got, n, 2+2*n)
+	}
+	if got := w.inbox("session:boss"); len(got) != 2*n {
+		t.Errorf("the controller holds %d entries, want %d", len(got), 2*n)
+	}
+}
