@@ -17,13 +17,10 @@ import (
 // batch is what the router shares across a whole journal batch (the
 // consumer puts it in the context of every event of the batch): each
 // workspace's settings, once an event has read them; the subscription
-// candidates of every routed event but a message, matched without session
-// labels, read in one script call per workspace (routing a batch of
-// GitHub events that reach nobody thus costs one round trip for all of
-// them, and a session event spends no match.lua call of its own: what its
-// gather read in its first round trip, with no labels, is the same; a
-// session whose record has labels, or an event whose lineage gather
-// resolves, is matched again there, as before); and the delivery ledger entries,
+// candidates of the events that need no session labels, read in one
+// script call (routing a batch of GitHub events that reach nobody thus
+// costs one round trip for all of them); the first round trip's reads of
+// the first event of each subject (first); and the delivery ledger entries,
 // which the consumer appends when it moves the shard's cursor past the
 // batch.
 //
@@ -58,6 +55,7 @@ type firstReads struct {
 	session func(time.Time) (*sessions.Session, error) // nil: e is about no session
 	edges   func() (map[string][]supervision.Edge, error)
 	pause   func() bool
+	matches func() ([]subscriptions.Subscription, error) // nil: prefetched (batch.prefetched)
 }
 
 // firstReadable reports whether gather's first round trip of e can be read
@@ -107,6 +105,9 @@ func (b *batch) first(ctx context.Context, e *event.Event, r *Router, now time.T
 			if x.SessionID != "" {
 				fr.session = r.reg.Queue(ctx, p, x.Workspace, event.SessionSubject(x.SessionID))
 				fr.edges = r.sup.QueueEdgesFor(ctx, p, x.Workspace, chainOf(x))
+			}
+			if !prefetchable(x) {
+				fr.matches = r.subs.QueueMatch(ctx, p, x, nil) // one call per event, as its own read
 			}
 			reads[i] = fr
 		}
@@ -215,13 +216,16 @@ func (b *batch) keepSettings(ws string, st supervision.Settings) {
 }
 
 // prefetchable reports whether the router matches e's subscriptions with
-// no session labels first (gather's first round trip does for every event
-// but a message; labels and a resolved lineage are matched again after
-// it): routed at all and not a message. prefetched also leaves out an
-// event after a terminal event of its own subject in the batch.
+// no session labels and before anything in this batch could have closed
+// one of them: routed at all, not a message, about no session, and no
+// terminal event of its subject earlier in the batch. (Session events
+// matched with the batch's made one match.lua call of a whole batch's
+// events, which held Redis long enough to raise the fleet's request
+// latency: they are matched in their own first round trip, or the
+// batch's first reads.)
 func prefetchable(e *event.Event) bool {
 	return !strings.HasPrefix(e.Type, "wakegate.") && e.Priority != event.Internal &&
-		e.Type != event.TypeMessageSent
+		e.Type != event.TypeMessageSent && e.SessionID == ""
 }
 
 // prefetched returns the prefetched candidates of e (reading them for the

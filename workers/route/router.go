@@ -405,7 +405,9 @@ func (r *Router) gather(ctx context.Context, e *event.Event, now time.Time) (*sn
 		} else if e.SessionID != "" {
 			readSession = r.reg.Queue(ctx, p, e.Workspace, event.SessionSubject(e.SessionID)) // its labels
 		}
-		if c, ok := b.prefetched(ctx, e, r.subs); ok {
+		if pre && fr.matches != nil {
+			readMatches = fr.matches
+		} else if c, ok := b.prefetched(ctx, e, r.subs); ok {
 			snap.matches = r.subs.MatchFrom(ctx, e, c)
 		} else {
 			readMatches = r.subs.QueueMatch(ctx, p, e, nil)
