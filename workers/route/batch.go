@@ -4,11 +4,9 @@ import (
 	"context"
 	"strings"
 	"sync"
-	"time"
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/wakegate/wakegate/delivery/sessions"
 	"github.com/wakegate/wakegate/delivery/subscriptions"
 	"github.com/wakegate/wakegate/delivery/supervision"
 	"github.com/wakegate/wakegate/providers/event"
@@ -19,8 +17,7 @@ import (
 // workspace's settings, once an event has read them; the subscription
 // candidates of the events that need no session labels, read in one
 // script call (routing a batch of GitHub events that reach nobody thus
-// costs one round trip for all of them); the first round trip's reads of
-// the first event of each subject (first); and the delivery ledger entries,
+// costs one round trip for all of them); and the delivery ledger entries,
 // which the consumer appends when it moves the shard's cursor past the
 // batch.
 //
@@ -42,95 +39,6 @@ type batch struct {
 
 	lmu    sync.Mutex
 	ledger [][]any // the field values of the batch's ledger entries, written with its cursor move
-
-	fonce  sync.Once
-	fmu    sync.Mutex
-	firsts map[*event.Event]*firstReads
-}
-
-// firstReads are the reads of gather's first round trip for one event,
-// queued with those of the batch's other events in one pipeline
-// (batch.first).
-type firstReads struct {
-	session func(time.Time) (*sessions.Session, error) // nil: e is about no session
-	edges   func() (map[string][]supervision.Edge, error)
-	pause   func() bool
-	matches func() ([]subscriptions.Subscription, error) // nil: prefetched (batch.prefetched)
-}
-
-// firstReadable reports whether gather's first round trip of e can be read
-// with the batch's, before any event of the batch is routed: routed, not
-// a message, reaching no other subject (alsoAbout), and no
-// session.spawned with a lineage (its routing writes the default
-// controller's edge before it reads the edges). first also leaves out an
-// event after another of its subject in the batch: the subject's earlier
-// events are routed first and may write what it reads (a pause marker,
-// closed subscriptions).
-func firstReadable(e *event.Event) bool {
-	return routed(e) && !isMessage(e) && !(e.Type == event.TypeSessionSpawned && len(e.Lineage) > 0) &&
-		len(alsoAbout(e)) == 0
-}
-
-// first returns the reads of gather's first round trip for e (queuing
-// them for the whole batch in one pipeline on the first call, with the
-// settings of their workspaces the batch lacks), once; ok is false when e
-// must read its own. The batch's events of different subjects are routed
-// concurrently, so reading them at the batch's start reads what a
-// per-event read could have read; an event after another of its own
-// subject reads its own (firstReadable). A nil batch has none.
-func (b *batch) first(ctx context.Context, e *event.Event, r *Router, now time.Time) (*firstReads, bool) {
-	if b == nil || !firstReadable(e) {
-		return nil, false
-	}
-	b.fonce.Do(func() {
-		seen := map[string]bool{}
-		var evs []*event.Event
-		for _, x := range b.events {
-			if !seen[x.Subject] && firstReadable(x) {
-				evs = append(evs, x)
-			}
-			seen[x.Subject] = true
-		}
-		if len(evs) == 0 {
-			return
-		}
-		p := r.rdb.Pipeline()
-		settings := map[string]func() (supervision.Settings, error){}
-		reads := make([]*firstReads, len(evs))
-		for i, x := range evs {
-			if _, ok := b.settingsFor(x.Workspace); !ok && settings[x.Workspace] == nil {
-				settings[x.Workspace] = r.sup.QueueSettings(ctx, p, x.Workspace)
-			}
-			fr := &firstReads{pause: r.reg.QueuePausePeek(ctx, p, x, now)}
-			if x.SessionID != "" {
-				fr.session = r.reg.Queue(ctx, p, x.Workspace, event.SessionSubject(x.SessionID))
-				fr.edges = r.sup.QueueEdgesFor(ctx, p, x.Workspace, chainOf(x))
-			}
-			if !prefetchable(x) {
-				fr.matches = r.subs.QueueMatch(ctx, p, x, nil) // one call per event, as its own read
-			}
-			reads[i] = fr
-		}
-		_, _ = p.Exec(ctx) // each read meets its own command's error
-		for ws, read := range settings {
-			st, err := read()
-			if err != nil {
-				return // keep nothing: every event reads its own, and meets the error there
-			}
-			b.keepSettings(ws, st)
-		}
-		b.firsts = make(map[*event.Event]*firstReads, len(evs))
-		for i, x := range evs {
-			b.firsts[x] = reads[i]
-		}
-	})
-	b.fmu.Lock()
-	defer b.fmu.Unlock()
-	fr, ok := b.firsts[e]
-	if ok {
-		delete(b.firsts, e)
-	}
-	return fr, ok
 }
 
 // record keeps ledger entries to be written with the batch's cursor move.
@@ -218,11 +126,7 @@ func (b *batch) keepSettings(ws string, st supervision.Settings) {
 // prefetchable reports whether the router matches e's subscriptions with
 // no session labels and before anything in this batch could have closed
 // one of them: routed at all, not a message, about no session, and no
-// terminal event of its subject earlier in the batch. (Session events
-// matched with the batch's made one match.lua call of a whole batch's
-// events, which held Redis long enough to raise the fleet's request
-// latency: they are matched in their own first round trip, or the
-// batch's first reads.)
+// terminal event of its subject earlier in the batch.
 func prefetchable(e *event.Event) bool {
 	return !strings.HasPrefix(e.Type, "wakegate.") && e.Priority != event.Internal &&
 		e.Type != event.TypeMessageSent && e.SessionID == ""

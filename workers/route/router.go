@@ -372,9 +372,7 @@ func decide(s *snapshot, e *event.Event) decision {
 
 // gather reads what decide needs about e, in two pipelined round trips:
 // first the settings, the session's record, the subscriptions e matches
-// and the supervision edges up its chain (for most events of a batch read
-// with the batch's, before any is routed: batch.first and
-// batch.prefetched); then the liveness of the
+// and the supervision edges up its chain; then the liveness of the
 // controller candidates, and the holds state and push endpoint of every
 // party that may hear e (a third when the session has labels, or
 // ancestors the event does not carry: the subscriptions are matched again
@@ -384,12 +382,9 @@ func (r *Router) gather(ctx context.Context, e *event.Event, now time.Time) (*sn
 	message := isMessage(e)
 	snap := &snapshot{chain: chainOf(e)}
 
-	// The first round trip's reads of most events of a batch were queued
-	// with the batch's (batch.first): then it makes none of its own.
-	fr, pre := b.first(ctx, e, r, now)
 	p := r.rdb.Pipeline()
 	settings, ok := b.settingsFor(e.Workspace)
-	if !ok && !pre {
+	if !ok {
 		b.prefetchSettings(ctx, r.rdb, r.sup)
 		settings, ok = b.settingsFor(e.Workspace)
 	}
@@ -400,14 +395,10 @@ func (r *Router) gather(ctx context.Context, e *event.Event, now time.Time) (*sn
 	var readSession func(time.Time) (*sessions.Session, error)
 	var readMatches func() ([]subscriptions.Subscription, error)
 	if !message {
-		if pre {
-			readSession = fr.session // nil: about no session
-		} else if e.SessionID != "" {
+		if e.SessionID != "" {
 			readSession = r.reg.Queue(ctx, p, e.Workspace, event.SessionSubject(e.SessionID)) // its labels
 		}
-		if pre && fr.matches != nil {
-			readMatches = fr.matches
-		} else if c, ok := b.prefetched(ctx, e, r.subs); ok {
+		if c, ok := b.prefetched(ctx, e, r.subs); ok {
 			snap.matches = r.subs.MatchFrom(ctx, e, c)
 		} else {
 			readMatches = r.subs.QueueMatch(ctx, p, e, nil)
@@ -424,18 +415,11 @@ func (r *Router) gather(ctx context.Context, e *event.Event, now time.Time) (*sn
 		}
 	}
 	var readEdges func() (map[string][]supervision.Edge, error)
-	var pause func() bool // see paused.go
-	if pre {
-		readEdges, pause = fr.edges, fr.pause // edges: nil about no session (no chain)
-	} else {
-		if snap.chain != nil {
-			readEdges = r.sup.QueueEdgesFor(ctx, p, e.Workspace, snap.chain)
-		}
-		pause = r.reg.QueuePausePeek(ctx, p, e, now)
+	if snap.chain != nil {
+		readEdges = r.sup.QueueEdgesFor(ctx, p, e.Workspace, snap.chain)
 	}
-	if p.Len() > 0 {
-		_, _ = p.Exec(ctx) // each read below meets its own command's error
-	}
+	pause := r.reg.QueuePausePeek(ctx, p, e, now) // see paused.go
+	_, _ = p.Exec(ctx)                            // each read below meets its own command's error
 	var err error
 	if readSettings != nil {
 		if settings, err = readSettings(); err != nil {
