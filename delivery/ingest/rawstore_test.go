@@ -387,12 +387,7 @@ func TestBodyMarksAcrossVersions(t *testing.T) {
 		if n, _ := rdb.Exists(ctx, in.StoredBodyMarker(mark)).Result(); n != 0 {
 			t.Fatal("the commit wrote a body marker key of its own")
 		}
-		tm, err := rdb.Time(ctx).Result()
-		if err != nil {
-			t.Fatal(err)
-		}
-		period := int64(j.Config().Retention/time.Second+1) / 2
-		start := tm.Unix() - tm.Unix()%period
+		start := redistest.MarkerPeriod(t, rdb, j.Config().Retention)
 		member := ingest.BodyMarkNumber(&d2)
 		if ok, err := rdb.SIsMember(ctx, in.BodyMarks().Bucket(start, 0), member).Result(); err != nil || !ok {
 			t.Fatalf("the body's mark is not in its period's set: %v %v", ok, err)
@@ -446,33 +441,8 @@ func TestBodyMarkBuckets(t *testing.T) {
 	}
 	shard := s.ShardOf(d.Repo)
 	marks := s.Keys(shard).BodyMarks()
-	tm, err := rdb.Time(ctx).Result()
-	if err != nil {
-		t.Fatal(err)
-	}
-	period := int64(j.Config().Retention/time.Second+1) / 2
-	start := tm.Unix() - tm.Unix()%period
-	if got, _ := rdb.Get(ctx, marks.Count(start)).Int64(); got != n {
-		t.Fatalf("the period counts %d body markers, want %d (the test straddled a period?)", got, n)
-	}
-	keys, err := rdb.Keys(ctx, marks.Count(start)+":*").Result()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if want := 1 + n/journal.BodyMarkFill; len(keys) != want {
-		t.Errorf("%d buckets, want %d", len(keys), want)
-	}
-	members := 0
-	for _, k := range keys {
-		size := rdb.SCard(ctx, k).Val()
-		members += int(size) - 1 // the sentinel
-		if enc, _ := rdb.ObjectEncoding(ctx, k).Result(); enc != "intset" || size > 512 {
-			t.Errorf("%s is a %s of %d members: more than Redis's default set-max-intset-entries (512)", k, enc, size)
-		}
-	}
-	if members != n {
-		t.Errorf("%d members in the buckets, want %d", members, n)
-	}
+	start := redistest.MarkerPeriod(t, rdb, j.Config().Retention)
+	redistest.MarkerBuckets(t, rdb, marks.Count(start), n, journal.BodyMarkFill, false)
 	for i := range n {
 		di := withBody(withGUID(d, "again"+strconv.Itoa(i)), body(i))
 		m := ingest.BodyMarkNumber(&di)

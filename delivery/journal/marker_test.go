@@ -132,35 +132,11 @@ func TestDedupMarkerBuckets(t *testing.T) {
 		}
 		seqs[i] = seq
 	}
-	tm, err := rdb.Time(ctx).Result()
-	if err != nil {
-		t.Fatal(err)
-	}
-	period := int64(j.Config().Retention/time.Second+1) / 2
-	start := tm.Unix() - tm.Unix()%period
-	if got, _ := rdb.Get(ctx, j.Keys(0).Marks().Count(start)).Int64(); got != n {
-		t.Fatalf("the period counts %d markers, want %d (the test straddled a period?)", got, n)
-	}
-	keys, err := rdb.Keys(ctx, string(j.Keys(0).Marks().Count(start))+":*").Result()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if want := 1 + n/journal.MarkFill; len(keys) != want {
-		t.Errorf("%d buckets, want %d", len(keys), want)
-	}
-	fields := 0
-	for _, k := range keys {
-		size := rdb.HLen(ctx, k).Val()
-		fields += int(size) - 1 // the sentinel
-		if enc, _ := rdb.ObjectEncoding(ctx, k).Result(); enc != "listpack" || size > 128 {
-			t.Errorf("%s is a %s of %d fields: more than Redis's default hash-max-listpack-entries (128)", k, enc, size)
-		}
+	start := redistest.MarkerPeriod(t, rdb, j.Config().Retention)
+	for _, k := range redistest.MarkerBuckets(t, rdb, string(j.Keys(0).Marks().Count(start)), n, journal.MarkFill, true) {
 		if ttl := rdb.TTL(ctx, k).Val(); ttl < j.Config().Retention {
 			t.Errorf("%s expires in %v", k, ttl)
 		}
-	}
-	if fields != n {
-		t.Errorf("%d markers in the buckets, want %d", fields, n)
 	}
 	for i := range n {
 		e := ev("ws", "session:s", "lh-"+strconv.Itoa(i))

@@ -144,3 +144,55 @@ func FreeClusterPort(t testing.TB) int {
 	t.Fatal("no free port pair in 10000–30000")
 	return 0
 }
+
+// MarkerPeriod is the start of the marker period Redis's clock is in now,
+// for a journal of that retention (periods of half of it, rounded up).
+func MarkerPeriod(t testing.TB, rdb redis.UniversalClient, retention time.Duration) int64 {
+	t.Helper()
+	tm, err := rdb.Time(context.Background()).Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	period := int64(retention/time.Second+1) / 2
+	return tm.Unix() - tm.Unix()%period
+}
+
+// MarkerBuckets checks a period's marker set (docs/design.md §14) after n
+// markers went into it: its count key holds n, and it has 1 + n/fill
+// buckets "<count>:<b>" holding the n markers besides each bucket's
+// sentinel, every one a listpack hash (hash) or an intset within Redis
+// 7's defaults (128 fields, 512 members) whatever the server's setting.
+// It returns the buckets' keys.
+func MarkerBuckets(t testing.TB, rdb redis.UniversalClient, count string, n, fill int, hash bool) []string {
+	t.Helper()
+	ctx := context.Background()
+	if got, _ := rdb.Get(ctx, count).Int(); got != n {
+		t.Fatalf("%s counts %d markers, want %d (the test straddled a period?)", count, got, n)
+	}
+	keys, err := rdb.Keys(ctx, count+":*").Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := 1 + n/fill; len(keys) != want {
+		t.Errorf("%d buckets, want %d", len(keys), want)
+	}
+	enc, limit := "intset", int64(512)
+	if hash {
+		enc, limit = "listpack", 128
+	}
+	members := 0
+	for _, k := range keys {
+		size := rdb.SCard(ctx, k).Val()
+		if hash {
+			size = rdb.HLen(ctx, k).Val()
+		}
+		members += int(size) - 1 // the sentinel
+		if got, _ := rdb.ObjectEncoding(ctx, k).Result(); got != enc || size > limit {
+			t.Errorf("%s is a %s of %d: more than Redis 7's default %s limit (%d)", k, got, size, enc, limit)
+		}
+	}
+	if members != n {
+		t.Errorf("%d markers in the buckets, want %d", members, n)
+	}
+	return keys
+}

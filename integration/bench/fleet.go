@@ -48,6 +48,11 @@ func runFleet(ctx context.Context, r *runner, during func(ctx context.Context, s
 	if err := f.setup(ctx); err != nil {
 		return fmt.Errorf("set the fleet up: %w", err)
 	}
+	// The baseline's bodies (hundreds of MB of XADDs to a capped stream)
+	// would bring the AOF's first rewrite into the load's first minute.
+	if err := rewriteAOF(ctx, sys.Redis, 2*time.Minute); err != nil {
+		return err
+	}
 	sups := startSupervisors(ctx, f)
 
 	stop := func() {}
@@ -75,7 +80,8 @@ func runFleet(ctx context.Context, r *runner, during func(ctx context.Context, s
 	if sys.Cluster {
 		nodeRows(ctx, r, sys, "fleet", nodes0, nodesErr)
 	}
-	worst := lags()
+	smp := lags()
+	worst := smp.worst
 	stop()
 	r.note("worst lag read once a second during the load: derive %s (backlog %d), route %s", worst.Derive.Round(time.Millisecond), worst.Backlog, worst.Route.Round(time.Millisecond))
 
@@ -103,16 +109,29 @@ func runFleet(ctx context.Context, r *runner, during func(ctx context.Context, s
 	r.rep.Check = chk
 	r.rep.Wake = sups.tracker.stats(f.measuredFrom(), r.o.Duration, f.supParties())
 	r.note("fact → wake by kind: %s", sups.tracker.byKind(f.measuredFrom(), r.o.Duration))
+	if len(smp.rewriting) > 0 {
+		in, out := sups.tracker.split(f.measuredFrom(), r.o.Duration, smp.rewriting, 5*time.Second)
+		r.note("Redis rewrote its AOF during %d sampled seconds of the load; fact → wake p99 of the facts sent while it did or up to 5 s after: %s (%d), of the others: %s (%d)",
+			len(smp.rewriting), ms(in.P99), in.N, ms(out.P99), out.N)
+	}
 	f.rows(r, res, bl, chk)
 	f.pushRows(r, pf)
 	return nil
 }
 
-// sampleLag reads the workers' lag once a second until the returned
-// function is called, which returns the worst of each figure.
-func sampleLag(ctx context.Context, sys *System) func() Lag {
+// sampled is what sampleLag read once a second during a load: the
+// worst of each lag figure, and the seconds in which a single Redis was
+// rewriting its AOF (a fork writing the whole dataset on the same cores).
+type sampled struct {
+	worst     Lag
+	rewriting []time.Time
+}
+
+// sampleLag reads the workers' lag, and whether Redis is rewriting its
+// AOF, once a second until the returned function is called.
+func sampleLag(ctx context.Context, sys *System) func() sampled {
 	ctx, cancel := context.WithCancel(ctx)
-	var worst Lag
+	var s sampled
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
@@ -122,14 +141,17 @@ func sampleLag(ctx context.Context, sys *System) func() Lag {
 			select {
 			case <-ctx.Done():
 				return
-			case <-t.C:
-			}
-			if l, err := sys.Lag(ctx); err == nil {
-				worst = Lag{Derive: max(worst.Derive, l.Derive), Backlog: max(worst.Backlog, l.Backlog), Route: max(worst.Route, l.Route)}
+			case now := <-t.C:
+				if l, err := sys.Lag(ctx); err == nil {
+					s.worst = Lag{Derive: max(s.worst.Derive, l.Derive), Backlog: max(s.worst.Backlog, l.Backlog), Route: max(s.worst.Route, l.Route)}
+				}
+				if persistence(ctx, sys.Redis)["aof_rewrite_in_progress"] == 1 {
+					s.rewriting = append(s.rewriting, now)
+				}
 			}
 		}
 	}()
-	return func() Lag { cancel(); <-done; return worst }
+	return func() sampled { cancel(); <-done; return s }
 }
 
 // fleet is the simulated world: supervisors, the sessions they spawned,

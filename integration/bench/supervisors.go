@@ -241,6 +241,34 @@ func (t *wakeTracker) byKind(from time.Time, dur time.Duration) string {
 	return strings.Join(parts, "; ")
 }
 
+// split is fact → wake latency of the facts due within [at, at+after]
+// of one of the times given (each the second a sampler saw something,
+// such as an AOF rewrite) and of the others.
+func (t *wakeTracker) split(from time.Time, dur time.Duration, times []time.Time, after time.Duration) (in, out Quantiles) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	var li, lo []time.Duration
+	for id, w := range t.want {
+		at, ok := t.seen[id]
+		if !ok || w.at.Before(from) || !w.at.Before(from.Add(dur)) {
+			continue
+		}
+		near := false
+		for _, s := range times {
+			if !w.at.Before(s.Add(-time.Second)) && !w.at.After(s.Add(after)) {
+				near = true
+				break
+			}
+		}
+		if near {
+			li = append(li, max(0, at.Sub(w.at)))
+		} else {
+			lo = append(lo, max(0, at.Sub(w.at)))
+		}
+	}
+	return QuantilesOf(li), QuantilesOf(lo)
+}
+
 // unseen names a few expected wakes no answer carried.
 func (t *wakeTracker) unseen(n int) []string {
 	t.mu.Lock()

@@ -579,11 +579,37 @@ func persistence(ctx context.Context, rdb redis.UniversalClient) map[string]int6
 	for _, line := range strings.Split(info, "\n") {
 		k, v, ok := strings.Cut(strings.TrimSpace(line), ":")
 		switch k {
-		case "aof_current_size", "aof_rewrites", "aof_last_rewrite_time_sec", "latest_fork_usec", "aof_delayed_fsync":
+		case "aof_enabled", "aof_current_size", "aof_rewrites", "aof_rewrite_in_progress", "aof_rewrite_scheduled", "aof_last_rewrite_time_sec", "latest_fork_usec", "aof_delayed_fsync":
 			if n, err := strconv.ParseInt(v, 10, 64); ok && err == nil {
 				m[k] = n
 			}
 		}
 	}
 	return m
+}
+
+// rewriteAOF has a single Redis with AOF on rewrite it, and waits for
+// the rewrite to end (within), so that a load starts from an AOF of what
+// the data is rather than of how it was written. Nothing on a cluster or
+// a Redis without AOF.
+func rewriteAOF(ctx context.Context, rdb redis.UniversalClient, within time.Duration) error {
+	if p := persistence(ctx, rdb); p == nil || p["aof_enabled"] != 1 {
+		return nil
+	}
+	if err := rdb.Do(ctx, "BGREWRITEAOF").Err(); err != nil {
+		return fmt.Errorf("rewrite the AOF: %w", err)
+	}
+	deadline := time.Now().Add(within)
+	for time.Now().Before(deadline) {
+		p := persistence(ctx, rdb)
+		if p["aof_rewrite_in_progress"] == 0 && p["aof_rewrite_scheduled"] == 0 {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+	return fmt.Errorf("the AOF rewrite did not end within %s", within)
 }
