@@ -50,25 +50,31 @@ func TestReadyEntry(t *testing.T) {
 	for _, c := range []struct {
 		repo, head, title, session string
 		fast                       bool
+		now                        string // "" for an RFC 3339 one
 	}{
-		{"acme/api", sha, "Add feature", "", true},
-		{"acme/api", sha, "Add feature", "s-1", true},
-		{"acme/api", sha, `say "hi" \ and / ready: x (acme/api)`, "", true},
-		{"acme/api", sha, "x (acme/api)", "", true},
-		{"acme/api", sha, "PR", "", true},
-		{"acme/api", sha, "7", "", true},
-		{"acme/api", sha, "ready", "", true},
-		{"acme/api", sha, " (", "", true},
-		{"acme/api", sha, "", "", true},
-		{"acme/api", sha, "tab\there ✓ é <&>", "", true},
-		{"Org.x/re_po-1", sha, "dots", "", true},
-		{"acme/api", sha, "multi\nline", "", false},
-		{"acme/api", sha, "carriage\rreturn", "", false},
-		{"acme/api", "abc123", "short head", "", false},
-		{"acme/api", "0123456789ABCDEF0123456789abcdef0123456z", "not hex", "", false},
-		{"acme/a+pi", sha, "a repository wg_entry writes as JSON", "", false},
+		{"acme/api", sha, "Add feature", "", true, ""},
+		{"acme/api", sha, "Add feature", "s-1", true, ""},
+		{"acme/api", sha, `say "hi" \ and / ready: x (acme/api)`, "", true, ""},
+		{"acme/api", sha, "x (acme/api)", "", true, ""},
+		{"acme/api", sha, "PR", "", true, ""},
+		{"acme/api", sha, "7", "", true, ""},
+		{"acme/api", sha, "ready", "", true, ""},
+		{"acme/api", sha, " (", "", true, ""},
+		{"acme/api", sha, "", "", true, ""},
+		{"acme/api", sha, "tab\there ✓ é <&>", "", true, ""},
+		{"Org.x/re_po-1", sha, "dots", "", true, ""},
+		{"acme/api", sha, "a time cjson escapes", "", true, `2026/12/06 "06:00"`},
+		{"acme/api", sha, "multi\nline", "", false, ""},
+		{"acme/api", sha, "carriage\rreturn", "", false, ""},
+		{"acme/api", "abc123", "short head", "", false, ""},
+		{"acme/api", "0123456789ABCDEF0123456789abcdef0123456z", "not hex", "", false, ""},
+		{"acme/a+pi", sha, "a repository wg_entry writes as JSON", "", false, ""},
 	} {
-		args := append(j.AppendArgs(), s.Tag(), "acme", c.repo, 7, c.head, c.title, c.session, "2026-12-06T06:00:00.123456789Z")
+		now := c.now
+		if now == "" {
+			now = "2026-12-06T06:00:00.123456789Z"
+		}
+		args := append(j.AppendArgs(), s.Tag(), "acme", c.repo, 7, c.head, c.title, c.session, now)
 		got, err := script.Run(context.Background(), rdb, []string{s.Journal()}, args...).StringSlice()
 		if err != nil {
 			t.Fatal(err)

@@ -262,7 +262,7 @@ local function ready_entry(ws, repo, n, h, head, fresh)
   end
   local session = linked_session(h, ws)
   local p = { '\1', repo, '\0', tj, '\0', head, '\0\5"pr\\/', ns, '\\/ready\\/\1"\6\7ready"\8\2#', ns,
-    '"\11', NOW_TIME, '"' }
+    '"\11', wg_tail(NOW_TIME) }
   if session and session ~= '' then p[#p + 1] = ',"sessionid":' .. cjson.encode(session) end
   p[#p + 1] = '\12\16'
   p[#p + 1] = summary
