@@ -236,6 +236,50 @@ local function synth(ws, repo, n, h, typ, what, priority, summary, extra, fresh)
   return emit(e, pre and wg_entry(e, pre), fresh)
 end
 
+-- ready_entry journals the ready of PR n at head (h its tracker hash) as
+-- synth would, when that is the common case: the subject's repository
+-- one wg_entry writes compact, head a 40-digit hex sha, the title on one
+-- line. It builds the compact entry in one table.concat, byte for byte
+-- what synth and wg_entry(e, pre) build (TestReadyEntry), without the
+-- event table, the data as a string of its own and the searches wg_entry
+-- repeats (the repository's pattern, its escaping, the sha's digits, the
+-- JSON of the id, type, subject and time). Returns the entry's stream id,
+-- or nil when it is not that case (the caller then calls synth).
+local function ready_entry(ws, repo, n, h, head, fresh)
+  local title = h.title or ''
+  if #head ~= 40 or string.find(title, '\n', 1, true) or string.find(title, '\r', 1, true)
+    or not string.find(head, '^%x+$') or wg_subject_repo('github:' .. repo .. '#') ~= repo then
+    return nil
+  end
+  local ns = int(n)
+  local tj = cjson.encode(title)
+  tj = string.sub(tj, 2, -2)
+  local resc = string.gsub(repo, '/', '\\/')
+  local summary = 'PR #' .. ns .. ' ready: ' .. tj .. ' (\3)"'
+  if tj ~= '' then
+    local i = string.find(summary, tj, 1, true)
+    summary = string.sub(summary, 1, i - 1) .. '\4' .. string.sub(summary, i + #tj)
+  end
+  local session = linked_session(h, ws)
+  local p = { '\1', repo, '\0', tj, '\0', head, '\0\5"pr\\/', ns, '\\/ready\\/\1"\6\7ready"\8\2#', ns,
+    '"\11', wg_tail(NOW_TIME) }
+  if session and session ~= '' then p[#p + 1] = ',"sessionid":' .. cjson.encode(session) end
+  p[#p + 1] = '\12\16'
+  p[#p + 1] = summary
+  p[#p + 1] = '\17\22'
+  p[#p + 1] = resc
+  p[#p + 1] = '\23'
+  p[#p + 1] = ns
+  p[#p + 1] = ',"head":"\1\25\4",\20'
+  p[#p + 1] = resc
+  p[#p + 1] = '\\/pull\\/'
+  p[#p + 1] = ns
+  p[#p + 1] = '"}}'
+  local sid, added = wg_append(TAG, table.concat(p), ws, gh_source(repo), 'pr/' .. ns .. '/ready/' .. head, fresh)
+  if added == 1 then SIDS[#SIDS + 1] = sid end
+  return sid
+end
+
 -- results reads the latest result per check name at sha.
 local function results(repo, sha)
   local out = {}
@@ -339,7 +383,7 @@ local function evaluate(ws, repo, n, only_sha, h)
   -- scheduled for its settle time with changes requested is settled to
   -- nothing then)
   if not checks_pass(ws, repo, n, h, res, #failed > 0) or changes_requested(repo, n) then return end
-  local sid = synth(ws, repo, n, h, 'ready', 'ready/' .. head, 'attention',
+  local sid = ready_entry(ws, repo, n, h, head, fresh) or synth(ws, repo, n, h, 'ready', 'ready/' .. head, 'attention',
     'PR #' .. int(n) .. ' ready: ' .. summary_title(h) .. ' (' .. repo .. ')', nil, fresh)
   redis.call('HSET', pk, 'r', sid)
   h.ready_at_head = sid

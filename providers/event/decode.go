@@ -1,6 +1,7 @@
 package event
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 )
@@ -21,24 +22,28 @@ var ErrTooDeep = errors.New("nests too deep")
 // CheckDepth reports an error wrapping ErrTooDeep when the JSON text b
 // nests objects and arrays more than limit levels deep. It scans without
 // decoding and never recurses, so its cost is linear whatever b holds; it
-// does not validate b.
+// does not validate b. A string is skipped to its closing quote with
+// bytes.IndexByte (a quote after an odd run of backslashes is escaped):
+// most of an event's bytes are in strings.
 func CheckDepth(b []byte, limit int) error {
-	depth, inString, escaped := 0, false, false
-	for _, c := range b {
-		if inString {
-			switch {
-			case escaped:
-				escaped = false
-			case c == '\\':
-				escaped = true
-			case c == '"':
-				inString = false
-			}
-			continue
-		}
-		switch c {
+	depth := 0
+	for i := 0; i < len(b); i++ {
+		switch b[i] {
 		case '"':
-			inString = true
+			for {
+				j := bytes.IndexByte(b[i+1:], '"')
+				if j < 0 {
+					return nil // the rest is in an unterminated string
+				}
+				i += 1 + j
+				k := i - 1
+				for b[k] == '\\' { // stops at the opening quote at the latest
+					k--
+				}
+				if (i-1-k)%2 == 0 {
+					break
+				}
+			}
 		case '{', '[':
 			if depth++; depth > limit {
 				return fmt.Errorf("JSON nests more than %d levels: %w", limit, ErrTooDeep)

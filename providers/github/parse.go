@@ -19,13 +19,25 @@ import (
 // keeps the body, so the body is lent as a string instead. An error may
 // quote the input, so it is detached from the body before it is returned:
 // callers may reuse the body's buffer (the gateway does).
-func unmarshal(body []byte, v any) error {
-	err := sonic.ConfigStd.UnmarshalFromString(unsafe.String(unsafe.SliceData(body), len(body)), v)
+//
+// A payload's keys match the struct tags exactly (payloadAPI), where
+// encoding/json would also take "Action" for "action": GitHub writes its
+// keys in lower case, and most of a payload's keys are ones no struct here
+// names, each of which encoding/json's rule looks up a second time
+// ignoring case.
+func unmarshal(body []byte, v any) error { return unmarshalWith(payloadAPI, body, v) }
+
+func unmarshalWith(api sonic.API, body []byte, v any) error {
+	err := api.UnmarshalFromString(unsafe.String(unsafe.SliceData(body), len(body)), v)
 	if err != nil {
 		return errors.New(err.Error())
 	}
 	return nil
 }
+
+// payloadAPI is sonic.ConfigStd with keys matched case-sensitively.
+var payloadAPI = sonic.Config{EscapeHTML: true, SortMapKeys: true, CompactMarshaler: true, CopyString: true,
+	ValidateString: true, CaseSensitive: true}.Froze()
 
 // ErrMalformed is wrapped by every error Parse and Normalize return: the
 // body is not JSON, or lacks what its event's mapping needs.

@@ -41,6 +41,20 @@ func TestParseMeta(t *testing.T) {
 	}
 }
 
+// TestParseKeysExact: a payload's keys match exactly, not ignoring case
+// as encoding/json would ("Action" is not the action), while a stored
+// fact's still decode ignoring case (DecodeFact).
+func TestParseKeysExact(t *testing.T) {
+	m, _, _ := Parse("pull_request", []byte(`{"Action":"opened","repository":{"Full_Name":"o/r","full_name":"o/s"}}`))
+	if m.Action != "" || m.Repo != "o/s" {
+		t.Errorf("Parse's meta = %+v, want no action and repository o/s", m)
+	}
+	f, err := DecodeFact([]byte(`{"event":"pull_request","ACTION":"opened"}`))
+	if err != nil || f.Event != "pull_request" || f.Action != "opened" {
+		t.Errorf("DecodeFact = %+v, %v", f, err)
+	}
+}
+
 func TestParseNotJSON(t *testing.T) {
 	for _, body := range []string{``, `{`, `[]`, `"x"`, `{"repository":"x"}`, `{"installation":{"id":"1"}}`, `{"installation":{"id":1.5}}`, `{"action":"opened"} trailing`, `{"action":"opened","x":[1,}`, `{"a":"\x01"}`} {
 		for _, event := range []string{"pull_request", "installation", "push"} {

@@ -28,10 +28,12 @@ func EncodeFact(f *Fact) ([]byte, error) {
 // (TestEncodeFactAsStd) without a second scan of them.
 var factAPI = sonic.Config{EscapeHTML: true, SortMapKeys: true, CopyString: true, ValidateString: true}.Froze()
 
-// DecodeFact reverses EncodeFact exactly.
+// DecodeFact reverses EncodeFact exactly. It matches keys as
+// encoding/json does (ConfigStd), whatever case the version that wrote
+// the record gave them.
 func DecodeFact(b []byte) (*Fact, error) {
 	f := new(Fact)
-	if err := unmarshal(b, f); err != nil {
+	if err := unmarshalWith(sonic.ConfigStd, b, f); err != nil {
 		return nil, fmt.Errorf("decode fact: %w", err)
 	}
 	return f, nil
