@@ -95,9 +95,13 @@ func runFleet(ctx context.Context, r *runner, during func(ctx context.Context, s
 			commandSplit(cs0, cs1, res.N))
 	}
 	if aof := persistence(ctx, sys.Redis); aof != nil && aof0 != nil && res.N > 0 {
-		r.note("Redis's AOF during the load: %d B per request (%d MB in all), %d rewrites (the last %d s, its fork %d µs), %d fsyncs delayed",
-			(aof["aof_current_size"]-aof0["aof_current_size"])/res.N, aof["aof_current_size"]>>20,
-			aof["aof_rewrites"]-aof0["aof_rewrites"], aof["aof_last_rewrite_time_sec"], aof["latest_fork_usec"], aof["aof_delayed_fsync"]-aof0["aof_delayed_fsync"])
+		growth := "its growth per request unknown (rewritten)" // a rewrite restarts the size
+		if aof["aof_rewrites"] == aof0["aof_rewrites"] {
+			growth = fmt.Sprintf("%d B per request", (aof["aof_current_size"]-aof0["aof_current_size"])/res.N)
+		}
+		r.note("Redis's AOF during the load: %s, %d MB at the end, %d rewrites (the last %d s, its fork %d µs), %d fsyncs delayed",
+			growth, aof["aof_current_size"]>>20, aof["aof_rewrites"]-aof0["aof_rewrites"], aof["aof_last_rewrite_time_sec"],
+			aof["latest_fork_usec"], aof["aof_delayed_fsync"]-aof0["aof_delayed_fsync"])
 	}
 	stopBursts()
 	<-burstsDone
