@@ -7,7 +7,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
-	"os"
 	"strconv"
 	"strings"
 	"sync"
@@ -71,19 +70,8 @@ func runFleet(ctx context.Context, r *runner, during func(ctx context.Context, s
 	nodes0, nodesErr := RedisNodes(ctx, sys.Redis)
 	aof0 := persistence(ctx, sys.Redis)
 	cs0, _ := commandStats(ctx, sys.Redis)
-	slow := os.Getenv("WAKEGATE_BENCH_SLOWLOG") != "" && sys.Private && !sys.Cluster
-	if slow {
-		// the run's own redis-server: log the last 300,000 commands of the
-		// load (a few seconds of it), to split Redis's time by script
-		p := sys.Redis.Pipeline()
-		p.ConfigSet(ctx, "slowlog-max-len", "300000")
-		p.ConfigSet(ctx, "slowlog-log-slower-than", "0")
-		p.SlowLogReset(ctx)
-		if _, err := p.Exec(ctx); err != nil {
-			r.note("WAKEGATE_BENCH_SLOWLOG: the slow log could not be set up: %v", err)
-			slow = false
-		}
-	}
+	// the last 300,000 commands of the load (a few seconds of it)
+	slow := startSlowLog(ctx, r, sys, 300000)
 	res := r.measure(ctx, sys, l, false)
 	if slow {
 		r.note("Redis's time by script in the last commands of the load (SLOWLOG, µs per request as if the window were the whole load: read the shares): %s",

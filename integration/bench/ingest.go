@@ -190,18 +190,7 @@ func splitIngest(ctx context.Context, r *runner, sys *System, c *http.Client, l 
 	}
 	w0, rd0 := cpu()
 	cs0, _ := commandStats(ctx, sys.Redis)
-	slow := os.Getenv("WAKEGATE_BENCH_SLOWLOG") != "" && sys.Private && !sys.Cluster
-	if slow {
-		// the run's own redis-server: log every command of the phase
-		p := sys.Redis.Pipeline()
-		p.ConfigSet(ctx, "slowlog-max-len", "1000000")
-		p.ConfigSet(ctx, "slowlog-log-slower-than", "0")
-		p.SlowLogReset(ctx)
-		if _, err := p.Exec(ctx); err != nil {
-			r.note("WAKEGATE_BENCH_SLOWLOG: the slow log could not be set up: %v", err)
-			slow = false
-		}
-	}
+	slow := startSlowLog(ctx, r, sys, 1000000) // every command of the phase
 	start := time.Now()
 	if err := sys.SignalRole("worker", syscall.SIGCONT); err != nil {
 		return out, err
@@ -235,6 +224,24 @@ func splitIngest(ctx context.Context, r *runner, sys *System, c *http.Client, l 
 		}
 	}
 	return out, nil
+}
+
+// startSlowLog has the run's own redis-server log every command in its
+// slow log (the last n of them) when WAKEGATE_BENCH_SLOWLOG is set, to
+// split Redis's time by script; false when it is not set or failed.
+func startSlowLog(ctx context.Context, r *runner, sys *System, n int) bool {
+	if os.Getenv("WAKEGATE_BENCH_SLOWLOG") == "" || !sys.Private || sys.Cluster {
+		return false
+	}
+	p := sys.Redis.Pipeline()
+	p.ConfigSet(ctx, "slowlog-max-len", strconv.Itoa(n))
+	p.ConfigSet(ctx, "slowlog-log-slower-than", "0")
+	p.SlowLogReset(ctx)
+	if _, err := p.Exec(ctx); err != nil {
+		r.note("WAKEGATE_BENCH_SLOWLOG: the slow log could not be set up: %v", err)
+		return false
+	}
+	return true
 }
 
 // cmdStat is one command's INFO commandstats counters.
