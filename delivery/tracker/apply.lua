@@ -176,25 +176,19 @@ local function own_event(subject, id, n, linked, built, fresh)
   elseif n and n > 0 then
     session = link(ws, repo, n)
   end
-  if not built then
-    return emit({
-      id = id, source = I.source, type = I.type, subject = subject,
-      time = I.time, workspace = ws, sessionid = session,
-      priority = I.priority, coalescekey = I.coalescekey,
-      terminal = I.terminal, summary = I.summary, data = DATA,
-    }, nil, fresh)
-  end
-  -- emit's work without the event table it needs only to build an entry
+  local e = {
+    id = id, source = I.source, type = I.type, subject = subject,
+    time = I.time, workspace = ws, sessionid = session,
+    priority = I.priority, coalescekey = I.coalescekey,
+    terminal = I.terminal, summary = I.summary, data = DATA,
+  }
+  if not built then return emit(e, nil, fresh) end
   local ev = DATA
   if session then
     ev = table.concat({ string.sub(DATA, 1, I.ev_at), ',"sessionid":', cjson.encode(session),
       string.sub(DATA, I.ev_at + 1) })
   end
-  local sid, added = wg_append(TAG, ev, ws, I.source, id, fresh)
-  if added == 1 then
-    SIDS[#SIDS + 1] = sid
-    if I.terminal then wg_terminal(TAG, ws, subject, I.type, I.time, I.summary or '', sid) end
-  end
+  emit(e, ev, fresh)
 end
 
 -- trailer_link applies a PR body's Wakegate-Session trailer (p.trailer)
