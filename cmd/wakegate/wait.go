@@ -77,19 +77,11 @@ Example (a worker parked on its PR):
 	ctx, cancel := context.WithDeadline(c.ctx, deadline)
 	defer cancel()
 	w := &waiter{c: c, cl: cl, ctx: ctx}
-	// ended says why the wait ends without a match: interrupted, the
-	// gateway not answering at the deadline (an outage is not silence),
-	// silence, or an error.
 	ended := func(err error) error {
-		switch {
-		case c.ctx.Err() != nil:
-			return exitCodeError{code: exitError, msg: "interrupted before anything matched"}
-		case ctx.Err() == nil:
-			return err
-		case w.failures > 0:
-			return exitCodeError{code: exitError, msg: fmt.Sprintf("the gateway did not answer before the deadline (%s): %s", *timeout, describe(w.lastErr))}
-		}
-		return exitCodeError{code: exitSilence, msg: fmt.Sprintf("nothing matching %s within %s", f, *timeout)}
+		// Past the deadline by the clock even when ctx's timer has not
+		// fired yet: an error met at the deadline is the deadline's.
+		past := ctx.Err() != nil || !time.Now().Before(deadline)
+		return waitEnded(err, c.ctx.Err() != nil, past, w.failures, w.lastErr, *timeout, f)
 	}
 	if !*noSub {
 		for _, s := range f.subjects {
@@ -115,6 +107,21 @@ Example (a worker parked on its PR):
 		}
 	}
 	return nil
+}
+
+// waitEnded says how a wait that ended without a match exits:
+// interrupted; err itself before the deadline; at the deadline, the
+// gateway failing (an outage is not silence) or silence.
+func waitEnded(err error, interrupted, pastDeadline bool, failures int, lastErr error, timeout time.Duration, f waitFilter) error {
+	switch {
+	case interrupted:
+		return exitCodeError{code: exitError, msg: "interrupted before anything matched"}
+	case !pastDeadline:
+		return err
+	case failures > 0:
+		return exitCodeError{code: exitError, msg: fmt.Sprintf("the gateway did not answer before the deadline (%s): %s", timeout, describe(lastErr))}
+	}
+	return exitCodeError{code: exitSilence, msg: fmt.Sprintf("nothing matching %s within %s", f, timeout)}
 }
 
 // waitFilter is what a waited-for entry must be.

@@ -6,6 +6,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -244,5 +245,37 @@ func sendWebhook(t *testing.T, url, eventType, guid string, body []byte) {
 	_ = resp.Body.Close()
 	if resp.StatusCode != http.StatusAccepted {
 		t.Fatalf("webhook %s: %d", eventType, resp.StatusCode)
+	}
+}
+
+// TestWaitEndedAtTheDeadline: an error met once the deadline has passed
+// by the clock is the deadline's (silence, or an outage when the gateway
+// was failing), even when the context's timer has not fired yet and the
+// error is the poll's own context.DeadlineExceeded; before the deadline
+// the error is returned as it is.
+func TestWaitEndedAtTheDeadline(t *testing.T) {
+	f := waitFilter{subjects: []string{"github:org/repo#12"}, min: event.Attention}
+	refused := errors.New("401 unauthorized")
+	for _, c := range []struct {
+		name        string
+		err         error
+		interrupted bool
+		past        bool
+		failures    int
+		code        int
+		msg         string
+	}{
+		{"the poll's own deadline, timer not fired", context.DeadlineExceeded, false, true, 0, exitSilence, "nothing matching github:org/repo#12 at attention+ within 3s"},
+		{"at the deadline after failures", context.DeadlineExceeded, false, true, 2, exitError, "the gateway did not answer before the deadline (3s): gateway unreachable"},
+		{"interrupted", context.Canceled, true, false, 0, exitError, "interrupted before anything matched"},
+	} {
+		err := waitEnded(c.err, c.interrupted, c.past, c.failures, errors.New("gateway unreachable"), 3*time.Second, f)
+		var x exitCodeError
+		if !errors.As(err, &x) || x.code != c.code || !strings.Contains(x.msg, c.msg) {
+			t.Errorf("%s: %v, want exit %d %q", c.name, err, c.code, c.msg)
+		}
+	}
+	if err := waitEnded(refused, false, false, 0, nil, 3*time.Second, f); err != refused {
+		t.Errorf("before the deadline: %v, want the error itself", err)
 	}
 }
