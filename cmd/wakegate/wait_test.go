@@ -275,7 +275,7 @@ func TestWaitEndedAtTheDeadline(t *testing.T) {
 			t.Errorf("%s: %v, want exit %d %q", c.name, err, c.code, c.msg)
 		}
 	}
-	if err := waitEnded(refused, false, false, 0, nil, 3*time.Second, f); err != refused {
+	if err := waitEnded(refused, false, false, 0, nil, 3*time.Second, f); !errors.Is(err, refused) {
 		t.Errorf("before the deadline: %v, want the error itself", err)
 	}
 }
