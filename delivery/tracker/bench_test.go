@@ -28,11 +28,7 @@ func BenchmarkApplyBatchOpened(b *testing.B) {
 	rdb, prefix := redistest.New(b)
 	j := journal.New(rdb, journal.Config{Prefix: prefix, Shards: 4})
 	tr := tracker.New(rdb, j, tracker.Config{})
-	cpu0 := redisCPU(b, rdb)
-	b.ResetTimer()
-	openPRs(b, tr, f, b.N)
-	b.StopTimer()
-	b.ReportMetric((redisCPU(b, rdb)-cpu0)*1e6/float64(b.N), "redis_us/op")
+	reportRedisCPU(b, rdb, func() { openPRs(b, tr, f, b.N) })
 }
 
 // BenchmarkSettleDue settles b.N PRs opened with no CI at the same time,
@@ -44,54 +40,32 @@ func BenchmarkSettleDue(b *testing.B) {
 	j := journal.New(rdb, journal.Config{Prefix: prefix, Shards: 4})
 	tr := tracker.New(rdb, j, tracker.Config{Settle: time.Second})
 	openPRs(b, tr, f, b.N)
-	cpu0 := redisCPU(b, rdb)
-	b.ResetTimer()
-	n, err := tr.SettleDue(context.Background(), time.Now().Add(time.Minute))
-	b.StopTimer()
-	if err != nil || n != b.N {
-		b.Fatalf("SettleDue = %d, %v; want %d", n, err, b.N)
-	}
-	b.ReportMetric((redisCPU(b, rdb)-cpu0)*1e6/float64(b.N), "redis_us/op")
+	reportRedisCPU(b, rdb, func() {
+		n, err := tr.SettleDue(context.Background(), time.Now().Add(time.Minute))
+		if err != nil || n != b.N {
+			b.Fatalf("SettleDue = %d, %v; want %d", n, err, b.N)
+		}
+	})
 }
 
 // BenchmarkApplyCommandsOnly and BenchmarkSettleCommandsOnly send the
 // Redis commands that apply_batch.lua and settle.lua run for a new,
 // opened PR (their trace under MONITOR: reads, then the PR's hash, sha
 // index, journal entry of about the same size and its markers, settle
-// index) as plain pipelined commands, 128 and 100 PRs a round trip, with
-// no Lua: Redis's CPU per PR of the same work, were the fold decided in
-// Go. Compare with BenchmarkApplyBatchOpened and BenchmarkSettleDue in
-// the same run.
+// index) as plain commands, 128 and 100 PRs a round trip, with no Lua:
+// Redis's CPU per PR of the same work, were the fold decided in Go.
+// Compare with BenchmarkApplyBatchOpened and BenchmarkSettleDue in the
+// same run.
 func BenchmarkApplyCommandsOnly(b *testing.B) {
 	rdb, prefix := redistest.New(b)
-	runCommandsOnly(b, rdb, prefix, 128, func(p redis.Pipeliner, k prKeys) {
-		p.HGetAll(ctx0, k.pr)
-		p.HGetAll(ctx0, k.checks)
-	}, func(p redis.Pipeliner, k prKeys) {
-		p.SAdd(ctx0, k.sha, k.n)
-		p.Expire(ctx0, k.sha, 30*24*time.Hour)
-		p.HSet(ctx0, k.pr, "w", "acme", "s", "open", "d", "0", "m", "0", "b", "master", "a", "Codertocat",
-			"t", "Update the README with new information.", "l", "", "u", "1796555324000", "h", benchSHA, "hs", "1796555324000")
-		k.journal(p, 430)
-		p.ZAdd(ctx0, k.settle, redis.Z{Score: float64(k.n), Member: k.member})
-	})
+	reportRedisCPU(b, rdb, func() { sendCommands(b, rdb, prefix, 128, applyReads, applyWrites) })
 }
 
 func BenchmarkSettleCommandsOnly(b *testing.B) {
 	rdb, prefix := redistest.New(b)
-	runCommandsOnly(b, rdb, prefix, 128, nil, nil) // the PRs as apply leaves them
-	runCommandsOnly(b, rdb, prefix, 100, func(p redis.Pipeliner, k prKeys) {
-		p.HGetAll(ctx0, k.pr)
-		p.HGetAll(ctx0, k.checks)
-		p.HVals(ctx0, k.pr+":reviews")
-	}, func(p redis.Pipeliner, k prKeys) {
-		p.ZRem(ctx0, k.settle, k.member)
-		k.journal(p, 454)
-		p.HSet(ctx0, k.pr, "r", "1796555324624-0")
-	})
+	sendCommands(b, rdb, prefix, 128, applyReads, applyWrites) // the PRs as apply leaves them
+	reportRedisCPU(b, rdb, func() { sendCommands(b, rdb, prefix, 100, settleReads, settleWrites) })
 }
-
-var ctx0 = context.Background()
 
 const benchSHA = "ec26c3e57ca3a959ca5aad62de7213c562f8c821"
 
@@ -101,55 +75,73 @@ type prKeys struct {
 	tag, pr, checks, sha, settle, member string
 }
 
+func applyReads(p redis.Pipeliner, k prKeys) {
+	p.HGetAll(bg, k.pr)
+	p.HGetAll(bg, k.checks)
+}
+
+func applyWrites(p redis.Pipeliner, k prKeys) {
+	p.SAdd(bg, k.sha, k.n)
+	p.Expire(bg, k.sha, 30*24*time.Hour)
+	p.HSet(bg, k.pr, "w", "acme", "s", "open", "d", "0", "m", "0", "b", "master", "a", "Codertocat",
+		"t", "Update the README with new information.", "l", "", "u", "1796555324000", "h", benchSHA, "hs", "1796555324000")
+	k.journal(p, 430)
+	p.ZAdd(bg, k.settle, redis.Z{Score: float64(k.n), Member: k.member})
+}
+
+func settleReads(p redis.Pipeliner, k prKeys) {
+	p.HGetAll(bg, k.pr)
+	p.HGetAll(bg, k.checks)
+	p.HVals(bg, k.pr+":reviews")
+}
+
+func settleWrites(p redis.Pipeliner, k prKeys) {
+	p.ZRem(bg, k.settle, k.member)
+	k.journal(p, 454)
+	p.HSet(bg, k.pr, "r", "1796555324624-0")
+}
+
 // journal appends an entry of size bytes and its id markers, as
 // journal.lua does.
 func (k prKeys) journal(p redis.Pipeliner, size int) {
-	p.Incr(ctx0, k.tag+":lh:1796515200")
-	p.HSet(ctx0, k.tag+":lh:1796515200:0", strconv.Itoa(size*1e7+k.n), k.n)
-	p.XAdd(ctx0, &redis.XAddArgs{Stream: k.tag + ":journal", MaxLen: 2500000, Approx: true,
+	p.Incr(bg, k.tag+":lh:1796515200")
+	p.HSet(bg, k.tag+":lh:1796515200:0", strconv.Itoa(size*1e7+k.n), k.n)
+	p.XAdd(bg, &redis.XAddArgs{Stream: k.tag + ":journal", MaxLen: 2500000, Approx: true,
 		Values: []string{"e", strings.Repeat("e", size)}})
 }
 
-// runCommandsOnly runs read, then write, for each of b.N PRs, per round
-// trips of batch PRs (the writes in MULTI/EXEC, as a guarded write
-// would), and reports Redis's CPU per PR; with nil functions it writes
-// the PRs' state as apply does, untimed.
-func runCommandsOnly(b *testing.B, rdb *redis.Client, prefix string, batch int, read, write func(redis.Pipeliner, prKeys)) {
-	timed := read != nil
-	if !timed {
-		read = func(redis.Pipeliner, prKeys) {}
-		write = func(p redis.Pipeliner, k prKeys) {
-			p.HSet(ctx0, k.pr, "w", "acme", "s", "open", "h", benchSHA)
-			p.ZAdd(ctx0, k.settle, redis.Z{Score: float64(k.n), Member: k.member})
-		}
-	}
+var bg = context.Background()
+
+// sendCommands sends, for PRs 0..b.N-1, batch PRs at a time, their reads
+// in one pipeline, then their writes in one MULTI/EXEC (as one guarded
+// write would).
+func sendCommands(b *testing.B, rdb *redis.Client, prefix string, batch int, reads, writes func(redis.Pipeliner, prKeys)) {
 	tag := prefix + ":{j2}"
-	keys := func(n int) prKeys {
-		return prKeys{n: n, tag: tag, pr: tag + ":pr:Codertocat/Hello-World#" + strconv.Itoa(n),
-			checks: tag + ":checks:Codertocat/Hello-World@" + benchSHA, sha: tag + ":sha:Codertocat/Hello-World@" + benchSHA,
-			settle: tag + ":settle", member: "acme\nCodertocat/Hello-World\n" + strconv.Itoa(n) + "\n" + benchSHA}
-	}
-	cpu0 := redisCPU(b, rdb)
-	if timed {
-		b.ResetTimer()
-	}
 	for start := 0; start < b.N; start += batch {
-		reads, writes := rdb.Pipeline(), rdb.TxPipeline()
+		r, w := rdb.Pipeline(), rdb.TxPipeline()
 		for n := start; n < min(start+batch, b.N); n++ {
-			read(reads, keys(n))
-			write(writes, keys(n))
+			k := prKeys{n: n, tag: tag, pr: tag + ":pr:Codertocat/Hello-World#" + strconv.Itoa(n),
+				checks: tag + ":checks:Codertocat/Hello-World@" + benchSHA, sha: tag + ":sha:Codertocat/Hello-World@" + benchSHA,
+				settle: tag + ":settle", member: "acme\nCodertocat/Hello-World\n" + strconv.Itoa(n) + "\n" + benchSHA}
+			reads(r, k)
+			writes(w, k)
 		}
-		writes.Publish(ctx0, tag+":notify", tag)
-		for _, p := range []redis.Pipeliner{reads, writes} {
-			if _, err := p.Exec(ctx0); err != nil {
+		w.Publish(bg, tag+":notify", tag)
+		for _, p := range []redis.Pipeliner{r, w} {
+			if _, err := p.Exec(bg); err != nil {
 				b.Fatal(err)
 			}
 		}
 	}
-	if timed {
-		b.StopTimer()
-		b.ReportMetric((redisCPU(b, rdb)-cpu0)*1e6/float64(b.N), "redis_us/op")
-	}
+}
+
+// reportRedisCPU times f and reports Redis's CPU per op during it.
+func reportRedisCPU(b *testing.B, rdb *redis.Client, f func()) {
+	cpu0 := redisCPU(b, rdb)
+	b.ResetTimer()
+	f()
+	b.StopTimer()
+	b.ReportMetric((redisCPU(b, rdb)-cpu0)*1e6/float64(b.N), "redis_us/op")
 }
 
 func openedFact(b *testing.B) *github.Fact {
