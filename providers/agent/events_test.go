@@ -99,6 +99,21 @@ func TestDecodeBatches(t *testing.T) {
 			t.Errorf("Decode(%q) = %v, want ErrMalformed", bad, err)
 		}
 	}
+	// Depth is checked first, in one linear scan before any parse: a body
+	// nesting deeper than an event and its data may is refused as invalid
+	// events (422) whatever follows, and only such a body.
+	deep := strings.Repeat(`{"a":`, event.MaxDataDepth+1) + "1" + strings.Repeat("}", event.MaxDataDepth+1)
+	for body, want := range map[string]error{
+		`{"specversion":"1.0","id":"1","source":"x","type":"a.b","data":` + deep + `}`:   ErrInvalid,
+		`[{"specversion":"1.0","id":"1","source":"x","type":"a.b","data":` + deep + `}]`: ErrInvalid,
+		strings.Repeat("{", event.MaxDepth+1):                                            ErrInvalid,
+		strings.Repeat("{", event.MaxDepth):                                              ErrMalformed,
+		strings.Repeat("[", event.MaxDepth+1):                                            ErrMalformed, // a batch's own level
+	} {
+		if _, _, err := Decode([]byte(body)); !errors.Is(err, want) {
+			t.Errorf("Decode(%.40q…) = %v, want %v", body, err, want)
+		}
+	}
 	// A batch reports every bad event, by index.
 	_, errs, _ := prep(t, claims("session:a", ""), `[`+one+`,{"id":"2"},`+one+`,{"specversion":"1.0","id":"4","source":"x","type":"github.x"}]`)
 	if len(errs) != 2 || errs[0].Index != 1 || errs[1].Index != 3 {
@@ -115,8 +130,14 @@ func FuzzPrepare(f *testing.F) {
 	f.Fuzz(func(t *testing.T, body string) {
 		raw, _, err := Decode([]byte(body))
 		if err != nil {
-			if !errors.Is(err, ErrMalformed) && !errors.Is(err, ErrTooMany) {
+			if !errors.Is(err, ErrMalformed) && !errors.Is(err, ErrTooMany) && !errors.Is(err, ErrInvalid) {
 				t.Fatalf("Decode error %v wraps no sentinel", err)
+			}
+			// invalid (422) only for a body nesting deeper than an event may,
+			// and always for one deeper than a batch of them may
+			if (errors.Is(err, ErrInvalid) && event.CheckDepth([]byte(body), event.MaxDepth) == nil) ||
+				(!errors.Is(err, ErrInvalid) && event.CheckDepth([]byte(body), event.MaxDepth+1) != nil) {
+				t.Fatalf("Decode error %v: invalid (422) is for a body nesting too deep, and only for one", err)
 			}
 			return
 		}
